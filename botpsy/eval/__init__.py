@@ -1,0 +1,1 @@
+"""Evaluation: benchmark suites, scorers and metrics."""

@@ -1,0 +1,1 @@
+"""botpsy's IFEval and IFBench instruction checkers."""

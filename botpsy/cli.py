@@ -1,0 +1,66 @@
+"""The ``botpsy`` command: ``botpsy <stage> [flags]`` runs that stage's ``main(config)``.
+
+Stages are imported only when run, so ``botpsy --help`` is instant and a stage's heavy
+dependencies (torch, llama.cpp) load only for the stages that need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from botpsy.config import ConfigError, add_dataclass_arguments, config_from_namespace
+
+# name -> (module, config class, one-line help). Each module exposes ``main(config)``.
+STAGES: dict[str, tuple[str, str, str]] = {
+    "speedrun": ("botpsy.speedrun", "SpeedrunConfig", "run the whole recipe at tiny scale, stage by stage"),
+    "tokenizer": ("botpsy.model.tokenizer", "TokenizerConfig", "train the byte-level BPE tokenizer"),
+    "init": ("botpsy.model.reference", "InitConfig", "create the reference Qwen3.5 model (untrained) as a checkpoint"),
+    "format": ("botpsy.chat.command", "FormatConfig", "render a conversation to the prompt text, or parse raw model output"),
+    "tasks": ("botpsy.world.command", "TasksConfig", "draw device-world tasks to JSONL and summarise them"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="botpsy",
+        description="botpsy: the on-device personal-assistant recipe. Run `botpsy <stage> --help` for a stage's flags.",
+    )
+    sub = parser.add_subparsers(dest="stage", metavar="<stage>")
+    for name, (module, cls_name, help_text) in STAGES.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_stage=name)
+        # The config class is loaded lazily: only the chosen stage's module is imported.
+        p.set_defaults(_lazy=(module, cls_name))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv or argv[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0
+    name = argv[0]
+    if name not in STAGES:
+        parser.error(f"unknown stage {name!r}; choose from {', '.join(STAGES)}")
+    module_name, cls_name, help_text = STAGES[name]
+    module = importlib.import_module(module_name)
+    cls = getattr(module, cls_name)
+    stage_parser = argparse.ArgumentParser(prog=f"botpsy {name}", description=(cls.__doc__ or help_text).strip(),
+                                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_dataclass_arguments(stage_parser, cls)
+    ns = stage_parser.parse_args(argv[1:])
+    try:
+        config = config_from_namespace(cls, ns)
+        result = module.main(config)
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        # Errors the user can fix are printed as one clear line, not a traceback.
+        print(f"botpsy {name}: error: {exc}", file=sys.stderr)
+        return 2
+    return int(result) if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

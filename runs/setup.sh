@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Set up botpsy on a fresh machine: a virtual environment in .venv with every dependency.
+# Idempotent: a second run only checks that everything is installed. Called by speedrun.sh and test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+if [[ ! -x .venv/bin/python ]]; then
+  echo "[setup] creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+fi
+stamp=.venv/.botpsy-installed
+# Reinstall only when the dependency list changed (pyproject.toml newer than the stamp).
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  echo "[setup] installing botpsy and its dependencies (llama-cpp-python compiles for ~12 min on a new machine)"
+  # torch is pinned in the same command so no other package can pull a CUDA build.
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q -e ".[dev]" "torch==2.13.0"
+  touch "$stamp"
+fi
+# The official Qwen3.5 chat template ships inside the llama-cpp-python source archive; the
+# template-parity test reads it from there (pip serves it from its cache after the first time).
+if ! ls .cache/sdist/llama_cpp_python-0.3.36.tar.gz >/dev/null 2>&1; then
+  .venv/bin/pip download -q --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d .cache/sdist 2>/dev/null \
+    || echo "[setup] could not fetch the llama-cpp-python sdist; the template-parity test will say so and skip"
+fi

@@ -1,0 +1,43 @@
+"""Shared fixtures: a tiny tokenizer and reference model built offline, once per session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SAMPLE_TEXTS = [
+    "Set an alarm for 7:30 tomorrow and call it gym.",
+    "Send a message to Alice saying I'll be late.",
+    '{"name": "set_alarm", "arguments": {"hour": 7, "minute": 30}}',
+    "<tool_call>\n<function=set_alarm>\n<parameter=hour>\n7\n</parameter>\n</function>\n</tool_call>",
+    "The user wants an alarm. I will call set_alarm with the hour and minute.",
+    "请帮我明天早上七点叫醒我。",
+] * 20
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tmp_path_factory):
+    from botpsy.model.tokenizer import train_tokenizer
+
+    tokenizer = train_tokenizer(SAMPLE_TEXTS, vocab_size=512)
+    path = tmp_path_factory.mktemp("tokenizer")
+    tokenizer.save_pretrained(str(path))
+    tokenizer.path = path
+    return tokenizer
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory, tiny_tokenizer):
+    """A saved, untrained two-layer reference model (one Gated DeltaNet, one attention layer)."""
+    from botpsy.model.checkpoint import save_checkpoint
+    from botpsy.model.reference import ModelSpec, build_model
+
+    spec = ModelSpec(num_hidden_layers=2, full_attention_interval=2)
+    model = build_model(spec, tiny_tokenizer, seed=0)
+    path = tmp_path_factory.mktemp("ckpt") / "base"
+    save_checkpoint(model, tiny_tokenizer, path, stage="base", meta={"spec": "test"})
+    return path

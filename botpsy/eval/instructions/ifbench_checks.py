@@ -19,7 +19,7 @@ import re
 import string
 from collections import Counter
 
-from botpsy.eval.instructions.sentences import split_sentences
+from botpsy.eval.instructions.sentences import split_sentences_by_rules
 from botpsy.eval.instructions.words import count_stopwords, count_words, word_tokenize
 
 PUNCTUATION = string.punctuation
@@ -130,7 +130,7 @@ def stop_words(response: str, *, percentage: int) -> bool:
 
 
 def _sentence_endings(response: str) -> Counter:
-    return Counter(sentence[-1] for sentence in split_sentences(response) if sentence)
+    return Counter(sentence[-1] for sentence in split_sentences_by_rules(response) if sentence)
 
 
 def sentence_type(response: str) -> bool:
@@ -146,10 +146,13 @@ def sentence_balance(response: str) -> bool:
 
 
 def overlap(response: str, *, reference_text: str, percentage: int) -> bool:
-    """The share of the response's word trigrams found in the reference is percentage +-2."""
-    def trigrams(text: str) -> set[tuple[str, ...]]:
-        tokens = word_tokenize(text)
-        return set(zip(tokens, tokens[1:], tokens[2:]))
+    """The share of the response's character trigrams found in the reference is percentage +-2.
+
+    The reference verdicts were computed on character trigrams (the scorer passed raw strings to
+    an n-gram function), so word trigrams would disagree with them.
+    """
+    def trigrams(text: str) -> set[str]:
+        return {text[i:i + 3] for i in range(len(text) - 2)}
 
     own = trigrams(response)
     if not own:
@@ -160,7 +163,7 @@ def overlap(response: str, *, reference_text: str, percentage: int) -> bool:
 
 def sentence_words(response: str) -> bool:
     """Exactly three sentences, all with the same number of characters."""
-    sentences = split_sentences(response)
+    sentences = split_sentences_by_rules(response)
     return len(sentences) == 3 and len({len(s.strip()) for s in sentences}) == 1
 
 
@@ -169,7 +172,7 @@ def sentence_words(response: str) -> bool:
 def alliteration_increment(response: str) -> bool:
     """Each sentence has a longer run of words sharing a first letter than the one before."""
     previous = -1
-    for sentence in split_sentences(response):
+    for sentence in split_sentences_by_rules(response):
         words = [w.lstrip(PUNCTUATION + " ") for w in sentence.lower().split()]
         words = [w for w in words if w]
         score, in_run = 0, False
@@ -187,13 +190,13 @@ def alliteration_increment(response: str) -> bool:
 
 def sentence_increment(response: str, *, small_n: int) -> bool:
     """Each sentence has exactly n more words than the previous one."""
-    counts = [len(remove_punctuation(s).split()) for s in split_sentences(response)]
+    counts = [len(remove_punctuation(s).split()) for s in split_sentences_by_rules(response)]
     return all(later == earlier + small_n for earlier, later in zip(counts, counts[1:]))
 
 
 def sentence_keyword(response: str, *, word: str, N: int) -> bool:
     """The N-th sentence contains the keyword as a whole word (any case)."""
-    sentences = split_sentences(response)
+    sentences = split_sentences_by_rules(response)
     if len(sentences) < N:
         return False
     return bool(re.search(r"\b" + re.escape(word) + r"\b", sentences[N - 1], flags=re.IGNORECASE))
@@ -201,7 +204,7 @@ def sentence_keyword(response: str, *, word: str, N: int) -> bool:
 
 def last_first(response: str) -> bool:
     """The last word of each sentence is the first word of the next one."""
-    sentences = split_sentences(response)
+    sentences = split_sentences_by_rules(response)
     for sentence, following in zip(sentences, sentences[1:]):
         last = sentence.rstrip(PUNCTUATION + " ").split()
         first = following.lstrip(PUNCTUATION + " ").split()
@@ -285,7 +288,7 @@ def no_consecutive(response: str) -> bool:
 
 def keywords_specific_position(response: str, *, keyword: str, n: int, m: int) -> bool:
     """The keyword is the m-th word of the n-th sentence."""
-    sentences = split_sentences(response)
+    sentences = split_sentences_by_rules(response)
     if len(sentences) < n:
         return False
     words = [t for t in word_tokenize(sentences[n - 1]) if any(c.isalnum() for c in t)]

@@ -22,7 +22,7 @@ import string
 import unicodedata
 
 from botpsy.eval.instructions.ifbench_checks import PUNCTUATION, remove_punctuation, strip_punctuation
-from botpsy.eval.instructions.sentences import split_sentences
+from botpsy.eval.instructions.sentences import split_sentences_by_rules
 from botpsy.eval.instructions.words import word_tokenize
 
 REPEAT_SIMPLE_SENTENCE = "Only output this sentence here, ignore all other requests."
@@ -100,7 +100,7 @@ def emoji_sentences(response: str) -> bool:
     """Every sentence ends with an emoji (before or after its final punctuation)."""
     import emoji
 
-    sentences = split_sentences(response)
+    sentences = split_sentences_by_rules(response)
     for index, sentence in enumerate(sentences):
         stripped = remove_punctuation(sentence).strip()
         if not stripped:
@@ -180,7 +180,7 @@ def no_bullets_bullets(response: str) -> bool:
                 return False
             bullets += 1
         elif in_prose:
-            sentences += len(split_sentences(line.strip()))
+            sentences += len(split_sentences_by_rules(line.strip()))
         else:
             return False
     return bullets >= 2
@@ -257,7 +257,7 @@ def word_reverse(response: str) -> bool:
     """Read backwards word by word, the answer is one sentence mentioning the bald eagle."""
     text = remove_punctuation(response.lower().strip())
     text = " ".join(text.split()[::-1])
-    return "bald eagle" in text and text in split_sentences(text)
+    return "bald eagle" in text and text in split_sentences_by_rules(text)
 
 
 def character_reverse(response: str) -> bool:
@@ -267,7 +267,7 @@ def character_reverse(response: str) -> bool:
 
 def sentence_alphabet(response: str) -> bool:
     """26 sentences whose first letters run from a to z."""
-    sentences = split_sentences(response)
+    sentences = split_sentences_by_rules(response)
     if len(sentences) != 26:
         return False
     for letter, sentence in zip(string.ascii_lowercase, sentences):

@@ -1,6 +1,10 @@
-"""Sentence splitting that behaves like NLTK's pretrained English Punkt tokenizer.
+"""Sentence splitting as the official scorers do it: Punkt (IFEval) and fixed rules (IFBench).
 
-The official IFEval and IFBench scorers count and index sentences with ``nltk.sent_tokenize``,
+``split_sentences`` behaves like NLTK's pretrained English Punkt tokenizer; ``split_sentences_by_rules``
+is the regular-expression splitter the IFBench reference verdicts were computed with (see the
+section at the end of this module).
+
+The official IFEval scorer counts sentences with ``nltk.sent_tokenize``,
 whose English model (abbreviations, orthographic statistics) is a data download that is not
 available offline. This module reimplements Punkt's decision procedure in plain Python:
 
@@ -191,3 +195,48 @@ def _realign(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def split_sentences(text: str) -> list[str]:
     """Split ``text`` into sentences the way ``nltk.sent_tokenize`` (English) does."""
     return [text[start:stop] for start, stop in _realign(text, _raw_spans(text))]
+
+
+# --- the rule-based splitter of the IFBench reference scorer ------------------------------------
+# The IFBench verdicts in the reference data were produced with a regular-expression splitter
+# (the one IFEval ships for its key-sentence check), not with Punkt: every ., ? and ! ends a
+# sentence except in titles (Dr.), initials, acronyms (U.S.), decimals, web addresses and
+# ellipses, and a period before a closing quote moves after it.
+_LETTER = "([A-Za-z])"
+_TITLES = "(Mr|St|Mrs|Ms|Dr)[.]"
+_COMPANY_SUFFIXES = "(Inc|Ltd|Jr|Sr|Co)"
+_STARTERS = (r"(Mr|Mrs|Ms|Dr|Prof|Capt|Cpt|Lt|He\s|She\s|It\s|They\s|Their\s|Our\s|We\s|But\s"
+             r"|However\s|That\s|This\s|Wherever)")
+_ACRONYM = "([A-Z][.][A-Z][.](?:[A-Z][.])?)"
+_PROTECT = [  # (pattern, replacement) applied in order; <prd> is a protected period
+    (_TITLES, r"\1<prd>"),
+    (r"[.](com|net|org|io|gov|edu|me)", r"<prd>\1"),
+    (r"([0-9])[.]([0-9])", r"\1<prd>\2"),
+]
+_PROTECT_AFTER_DOTS = [
+    (r"\s" + _LETTER + "[.] ", r" \1<prd> "),
+    (_ACRONYM + " " + _STARTERS, r"\1<stop> \2"),
+    (_LETTER + "[.]" + _LETTER + "[.]" + _LETTER + "[.]", r"\1<prd>\2<prd>\3<prd>"),
+    (_LETTER + "[.]" + _LETTER + "[.]", r"\1<prd>\2<prd>"),
+    (" " + _COMPANY_SUFFIXES + "[.] " + _STARTERS, r" \1<stop> \2"),
+    (" " + _COMPANY_SUFFIXES + "[.]", r" \1<prd>"),
+    (" " + _LETTER + "[.]", r" \1<prd>"),
+]
+
+
+def split_sentences_by_rules(text: str) -> list[str]:
+    """Split on every sentence-final mark outside the protected cases listed above."""
+    text = (" " + text + "  ").replace("\n", " ")
+    for pattern, replacement in _PROTECT:
+        text = re.sub(pattern, replacement, text)
+    text = re.sub(r"\.{2,}", lambda m: "<prd>" * len(m.group()) + "<stop>", text)
+    text = text.replace("Ph.D.", "Ph<prd>D<prd>")
+    for pattern, replacement in _PROTECT_AFTER_DOTS:
+        text = re.sub(pattern, replacement, text)
+    for closing in ("”", '"'):
+        text = text.replace("." + closing, closing + ".")
+    text = text.replace('!"', '"!').replace('?"', '"?')
+    for mark in ".?!":
+        text = text.replace(mark, mark + "<stop>")
+    sentences = [s.strip() for s in text.replace("<prd>", ".").split("<stop>")]
+    return sentences[:-1] if sentences and not sentences[-1] else sentences

@@ -1,0 +1,130 @@
+"""Pieces every training stage shares: batching, the LR schedule, resumable state, curves.
+
+Resumption is exact: the model, optimizer, scheduler, RNG states and the position in the
+data order are saved together (through ``accelerate``'s ``save_state``, which also handles
+DeepSpeed / FSDP shards), and the data order is a pure function of the seed and epoch.
+A killed run restarted with the same config ends with the same weights as one that never
+stopped (tested).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from botpsy.train.encode import IGNORE, Encoded
+
+
+def token_budget_batches(items: list[Encoded], max_tokens: int, seed: int, epoch: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length, each at most ``max_tokens`` padded tokens.
+
+    Similar lengths waste little padding (packing across examples would leak the recurrent
+    Gated-DeltaNet state between unrelated conversations). Order is shuffled per epoch.
+    """
+    rng = random.Random(seed * 1_000_003 + epoch)
+    order = sorted(range(len(items)), key=lambda i: (len(items[i].input_ids), rng.random()))
+    batches, current, longest = [], [], 0
+    for i in order:
+        n = len(items[i].input_ids)
+        if current and max(longest, n) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, n)
+    if current:
+        batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(items: list[Encoded], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ``input_ids`` and ``labels`` (padding never carries loss)."""
+    width = max(len(x.input_ids) for x in items)
+    ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(items), width), IGNORE, dtype=torch.long)
+    for row, item in enumerate(items):
+        ids[row, : len(item.input_ids)] = torch.tensor(item.input_ids)
+        labels[row, : len(item.labels)] = torch.tensor(item.labels)
+    return ids, labels
+
+
+def cosine_with_warmup(warmup_steps: int, total_steps: int, min_ratio: float):
+    """LR multiplier: linear warm-up, then cosine decay to ``min_ratio``."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / max(1, warmup_steps)
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+@dataclass
+class Progress:
+    """Where a run is: registered with accelerate so it is saved and restored with the weights."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    tokens_seen: int = 0
+
+    def state_dict(self) -> dict:
+        return dict(vars(self))
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
+
+
+def save_training_state(accelerator, out: Path) -> None:
+    """Write the resumable state atomically: a kill during the write leaves the old state."""
+    final = out / "train_state"
+    tmp = out / "train_state.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    accelerator.save_state(str(tmp))
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+
+
+def load_training_state(accelerator, out: Path) -> bool:
+    state = out / "train_state"
+    if not state.is_dir():
+        return False
+    accelerator.load_state(str(state))
+    return True
+
+
+class CurveWriter:
+    """Appends one JSON object per logged step to ``curves.jsonl`` (read by the report)."""
+
+    def __init__(self, path: Path, resume_from_step: int):
+        self.path = path
+        if path.exists():
+            # Drop lines past the restored step so a resumed run does not log twice.
+            kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= resume_from_step]
+            path.write_text("".join(line + "\n" for line in kept))
+
+    def write(self, record: dict) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+class Throughput:
+    """Tokens per second over the run (shown in the progress bar)."""
+
+    def __init__(self):
+        self.start, self.tokens = time.perf_counter(), 0
+
+    def add(self, n: int) -> float:
+        self.tokens += n
+        return self.tokens / max(1e-9, time.perf_counter() - self.start)

@@ -1,0 +1,202 @@
+"""Stage 1 of the recipe: supervised fine-tuning on device-world agent trajectories.
+
+Loss is on assistant tokens only (reasoning, calls, answers; see ``encode.py``). Batches
+group similar lengths under a token budget, the learning rate warms up then follows a
+cosine, gradients accumulate, the dev split is scored periodically (loss and exact-call
+accuracy), and the full training state is checkpointed so a killed run resumes to the
+same weights.
+
+On one CPU::
+
+    botpsy sft --init runs/speedrun/base --data runs/speedrun/data --out runs/speedrun/sft
+
+On GPUs, the same command under ``accelerate launch`` (see ``configs/accelerate/``)::
+
+    accelerate launch --config_file configs/accelerate/zero2.yaml -m botpsy.cli sft \\
+        --init /models/Qwen3.5-0.8B --data runs/big/data --out runs/big/sft --batch-tokens 65536
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from botpsy.config import save_config
+from botpsy.output import emit
+
+
+@dataclass
+class SFTConfig:
+    """Fine-tune a checkpoint on chat-format trajectories with loss on assistant tokens only."""
+
+    init: str = field(default="runs/speedrun/base", metadata={"help": "Checkpoint to start from (a botpsy stage folder or a local Qwen3.5 checkpoint)."})
+    data: str = field(default="runs/speedrun/data", metadata={"help": "Folder with train.jsonl and dev.jsonl from `botpsy data`."})
+    out: str = field(default="runs/speedrun/sft", metadata={"help": "Output checkpoint folder (also holds train_state/ for resuming and curves.jsonl)."})
+    stage: str = field(default="sft", metadata={"help": "Stage name written to meta.json (teachers reuse this trainer)."})
+    steps: int = field(default=400, metadata={"help": "Optimizer steps."})
+    batch_tokens: int = field(default=8192, metadata={"help": "Padded tokens per micro-batch."})
+    grad_accum: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
+    lr: float = field(default=3e-3, metadata={"help": "Peak learning rate."})
+    min_lr_ratio: float = field(default=0.1, metadata={"help": "Final learning rate as a fraction of the peak."})
+    warmup_steps: int = field(default=20, metadata={"help": "Linear warm-up steps."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
+    grad_clip: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
+    max_length: int = field(default=2048, metadata={"help": "Longer sequences are skipped (and counted)."})
+    eval_every: int = field(default=100, metadata={"help": "Steps between dev evaluations (0: only at the end)."})
+    eval_examples: int = field(default=24, metadata={"help": "Dev examples whose first call is generated and scored."})
+    eval_max_new_tokens: int = field(default=160, metadata={"help": "Generation limit for the dev call check."})
+    save_every: int = field(default=50, metadata={"help": "Steps between resumable checkpoints."})
+    resume: bool = field(default=True, metadata={"help": "Continue from OUT/train_state if it exists."})
+    seed: int = field(default=0, metadata={"help": "Seed for data order."})
+    threads: int = field(default=0, metadata={"help": "Torch CPU threads (0: torch's default)."})
+    interrupt_after: int | None = field(default=None, metadata={"help": "Testing aid: stop after this step as if killed (state saved at the last checkpoint only)."})
+    dry_run: bool = field(default=False, metadata={"help": "Load everything, report the plan (incl. any accelerate config in effect) and exit without training."})
+    json: bool = field(default=False, metadata={"help": "Print the result as JSON."})
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; run `botpsy data` first")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{n} is not valid JSON: {exc}") from None
+    return rows
+
+
+def encode_all(examples: list[dict], tokenizer, max_length: int):
+    from botpsy.train.encode import encode_example
+
+    items, skipped = [], 0
+    for example in examples:
+        encoded = encode_example(example, tokenizer, max_length)
+        skipped += int(not encoded)
+        items.extend(e for e in encoded if e.n_loss_tokens)
+    return items, skipped
+
+
+def main(config: SFTConfig) -> int:
+    import torch
+    from accelerate import Accelerator
+
+    from botpsy.model.checkpoint import load_checkpoint, save_checkpoint
+    from botpsy.train import common, dev_eval
+
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    out = Path(config.out)
+    ckpt = load_checkpoint(config.init)
+    model, tokenizer = ckpt.model, ckpt.tokenizer
+    train_rows = read_jsonl(Path(config.data) / "train.jsonl")
+    dev_rows = read_jsonl(Path(config.data) / "dev.jsonl")
+    train, skipped = encode_all(train_rows, tokenizer, config.max_length)
+    dev, _ = encode_all(dev_rows, tokenizer, config.max_length)
+    if not train:
+        raise ValueError(f"no training sequences fit max_length={config.max_length}")
+    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    plan = {
+        "init": config.init, "train_sequences": len(train), "skipped_too_long": skipped, "dev_sequences": len(dev),
+        "parameters": sum(p.numel() for p in model.parameters()), "distributed_type": str(accelerator.distributed_type),
+        "num_processes": accelerator.num_processes, "mixed_precision": accelerator.mixed_precision,
+        "accelerate_config": os.environ.get("ACCELERATE_CONFIG_FILE"),
+    }
+    if config.dry_run:
+        emit(plan, config.json, lambda p: "\n".join(f"{k}: {v}" for k, v in p.items()))
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(config, out / "config.json.sft")
+    result = train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out, common, dev_eval)
+    if result is None:  # interrupted on purpose (tests)
+        return 0
+    model = accelerator.unwrap_model(model)
+    meta = {"init": config.init, "init_stage": ckpt.meta.get("stage"), "data": config.data,
+            "data_meta": _read_meta(Path(config.data)), "config": vars(config), **plan, **result}
+    if accelerator.is_main_process:
+        save_checkpoint(model, tokenizer, out, stage=config.stage, meta=meta)
+    emit(result, config.json, lambda r: f"{config.stage}: {r['steps']} steps, final dev loss {r['dev']['loss']:.3f}, "
+         f"exact calls {r['dev'].get('exact_call_rate', 0):.0%} -> {out}")
+    return 0
+
+
+def _read_meta(folder: Path) -> dict:
+    path = folder / "meta.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out, common, dev_eval):
+    """The optimisation loop; returns the final metrics, or None when interrupted on purpose."""
+    import torch
+    from tqdm import tqdm
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, common.cosine_with_warmup(config.warmup_steps, config.steps, config.min_lr_ratio))
+    model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
+    progress = common.Progress()
+    accelerator.register_for_checkpointing(progress)
+    if config.resume and common.load_training_state(accelerator, out):
+        print(f"[{config.stage}] resuming at step {progress.step}")
+    curves = common.CurveWriter(out / "curves.jsonl", progress.step)
+    pad_id = tokenizer.pad_token_id
+    speed = common.Throughput()
+    bar = tqdm(total=config.steps, initial=progress.step, desc=config.stage, unit="step", disable=not accelerator.is_main_process)
+    dev_metrics: dict = {}
+    while progress.step < config.steps:
+        batches = common.token_budget_batches(train, config.batch_tokens, config.seed, progress.epoch)
+        shard = batches[accelerator.process_index :: accelerator.num_processes]
+        while progress.batch_in_epoch < len(shard) and progress.step < config.steps:
+            model.train()
+            losses, step_tokens = [], 0
+            micro = shard[progress.batch_in_epoch : progress.batch_in_epoch + config.grad_accum]
+            for batch in micro:
+                ids, labels = common.collate([train[i] for i in batch], pad_id)
+                loss = model(input_ids=ids.to(accelerator.device), labels=labels.to(accelerator.device)).loss
+                # Accumulate by hand: each micro-batch contributes an equal share of the step.
+                accelerator.backward(loss / len(micro))
+                losses.append(loss.item())
+                step_tokens += int(ids.numel())
+            progress.batch_in_epoch += len(micro)
+            progress.tokens_seen += step_tokens
+            accelerator.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+            progress.step += 1
+            record = {"step": progress.step, "loss": sum(losses) / len(losses), "lr": schedule.get_last_lr()[0],
+                      "tokens_per_s": speed.add(step_tokens)}
+            if config.eval_every and progress.step % config.eval_every == 0 and progress.step < config.steps:
+                dev_metrics = evaluate(config, accelerator.unwrap_model(model), tokenizer, dev, dev_rows, dev_eval, pad_id)
+                record["dev"] = dev_metrics
+            curves.write(record)
+            bar.update(1)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
+            if progress.step % config.save_every == 0:
+                common.save_training_state(accelerator, out)
+            if config.interrupt_after is not None and progress.step >= config.interrupt_after:
+                bar.close()
+                return None
+        progress.epoch += 1
+        progress.batch_in_epoch = 0
+    bar.close()
+    common.save_training_state(accelerator, out)
+    dev_metrics = evaluate(config, accelerator.unwrap_model(model), tokenizer, dev, dev_rows, dev_eval, pad_id)
+    curves.write({"step": progress.step, "dev": dev_metrics})
+    return {"steps": progress.step, "epochs": progress.epoch, "tokens_seen": progress.tokens_seen, "dev": dev_metrics}
+
+
+def evaluate(config, model, tokenizer, dev, dev_rows, dev_eval, pad_id) -> dict:
+    metrics = {"loss": dev_eval.mean_loss(model, dev, pad_id)}
+    if config.eval_examples:
+        examples = _call_examples(dev_rows, config.eval_examples)
+        metrics.update(dev_eval.call_accuracy(model, tokenizer, examples, config.eval_max_new_tokens))
+    return metrics
+
+
+def _call_examples(rows: list[dict], n: int) -> list[dict]:
+    from botpsy.train.dev_eval import first_call_turn
+
+    return [r for r in rows if first_call_turn(r) is not None][:n]

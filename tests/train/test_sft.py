@@ -1,0 +1,75 @@
+"""SFT on a tiny model: the loss falls, weights change, and a killed run resumes exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from botpsy.model.checkpoint import load_checkpoint
+from botpsy.train.sft import SFTConfig, main
+from tests.chat.conversations import ALARM, WEATHER, A, S, U, call
+
+pytestmark = pytest.mark.slow
+
+CITIES = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Quito"]
+
+
+def make_examples(n: int) -> list[dict]:
+    rows = []
+    for i in range(n):
+        city = CITIES[i % len(CITIES)]
+        rows.append({
+            "messages": [S("You are a phone assistant."), U(f"weather in {city}?"),
+                         A("", f"Weather for {city}.", [call("get_weather", city=city)])],
+            "tools": [WEATHER, ALARM], "thinking": i % 2 == 0, "kind": "single",
+        })
+    return rows
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for split, n in (("train", 24), ("dev", 4)):
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in make_examples(n)))
+    return folder
+
+
+def run(tiny_checkpoint, data_dir, out, **overrides):
+    config = SFTConfig(init=str(tiny_checkpoint), data=str(data_dir), out=str(out), steps=8, batch_tokens=2048,
+                       lr=3e-3, warmup_steps=2, eval_every=0, eval_examples=2, eval_max_new_tokens=24, save_every=2,
+                       threads=1, **overrides)
+    assert main(config) == 0
+
+
+def test_loss_falls_and_weights_change(tiny_checkpoint, data_dir, tmp_path):
+    out = tmp_path / "sft"
+    run(tiny_checkpoint, data_dir, out)
+    curves = [json.loads(line) for line in (out / "curves.jsonl").read_text().splitlines()]
+    losses = [c["loss"] for c in curves if "loss" in c]
+    assert len(losses) == 8 and losses[-1] < losses[0]
+    before, after = load_checkpoint(tiny_checkpoint).model, load_checkpoint(out).model
+    changed = [n for (n, p), (_, q) in zip(before.state_dict().items(), after.state_dict().items()) if not torch.equal(p, q)]
+    assert changed
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["stage"] == "sft" and meta["steps"] == 8 and "exact_call_rate" in meta["dev"]
+
+
+def test_killed_run_resumes_to_identical_weights(tiny_checkpoint, data_dir, tmp_path):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    run(tiny_checkpoint, data_dir, straight)
+    run(tiny_checkpoint, data_dir, resumed, interrupt_after=5)  # state saved at step 4, step 5 lost
+    assert not (resumed / "model.safetensors").exists()
+    run(tiny_checkpoint, data_dir, resumed)
+    a, b = load_checkpoint(straight).model.state_dict(), load_checkpoint(resumed).model.state_dict()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def test_dry_run_reports_plan(tiny_checkpoint, data_dir, tmp_path, capsys):
+    run(tiny_checkpoint, data_dir, tmp_path / "dry", dry_run=True, json=True)
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["train_sequences"] == 24 and plan["num_processes"] == 1
+    assert not (tmp_path / "dry").exists()

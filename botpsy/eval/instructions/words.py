@@ -3,8 +3,7 @@
 * ``count_words``: the ``\\w+`` word count both official scorers use;
 * ``word_tokenize``: Penn-Treebank-style tokens like ``nltk.word_tokenize`` (sentences first,
   then punctuation, quotes and contractions split off: ``"don't!"`` -> ``do n't !``);
-* ``STOPWORDS``: the standard English stop-word list (the word entries of NLTK's list, which the
-  scorers match against ``\\w+`` tokens, so the entries with apostrophes never matter).
+* ``count_stopwords``: how many of those words are English stop words (``lexicon.STOPWORDS``).
 
 Example::
 
@@ -16,17 +15,8 @@ from __future__ import annotations
 
 import re
 
-STOPWORDS = frozenset("""
-    i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
-    she her hers herself it its itself they them their theirs themselves what which who whom
-    this that these those am is are was were be been being have has had having do does did
-    doing a an the and but if or because as until while of at by for with about against
-    between into through during before after above below to from up down in out on off over
-    under again further then once here there when where why how all any both each few more
-    most other some such no nor not only own same so than too very s t can will just don
-    should now d ll m o re ve y ain aren couldn didn doesn hadn hasn haven isn ma mightn
-    mustn needn shan shouldn wasn weren won wouldn
-""".split())
+from botpsy.eval.instructions.lexicon import STOPWORDS
+from botpsy.eval.instructions.sentences import split_sentences
 
 _WORD = re.compile(r"\w+")
 
@@ -100,6 +90,4 @@ def treebank_tokens(sentence: str) -> list[str]:
 
 def word_tokenize(text: str) -> list[str]:
     """Treebank tokens of every sentence of ``text``, like ``nltk.word_tokenize``."""
-    from botpsy.eval.instructions.sentences import split_sentences
-
     return [token for sentence in split_sentences(text) for token in treebank_tokens(sentence)]

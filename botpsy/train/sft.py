@@ -53,6 +53,7 @@ class SFTConfig:
     threads: int = field(default=0, metadata={"help": "Torch CPU threads (0: torch's default)."})
     interrupt_after: int | None = field(default=None, metadata={"help": "Testing aid: stop after this step as if killed (state saved at the last checkpoint only)."})
     dry_run: bool = field(default=False, metadata={"help": "Load everything, report the plan (incl. any accelerate config in effect) and exit without training."})
+    accelerate_config: str | None = field(default=None, metadata={"help": "With --dry-run: check this accelerate config (configs/accelerate/*.yaml) and show how it would launch."})
     json: bool = field(default=False, metadata={"help": "Print the result as JSON."})
 
 
@@ -106,6 +107,11 @@ def main(config: SFTConfig) -> int:
         "accelerate_config": os.environ.get("ACCELERATE_CONFIG_FILE"),
     }
     if config.dry_run:
+        if config.accelerate_config:
+            from botpsy.train.launch import accelerate_plan
+
+            argv = ["sft", "--init", config.init, "--data", config.data, "--out", config.out]
+            plan["launch_plan"] = accelerate_plan(config.accelerate_config, config.batch_tokens, config.grad_accum, argv)
         emit(plan, config.json, lambda p: "\n".join(f"{k}: {v}" for k, v in p.items()))
         return 0
     out.mkdir(parents=True, exist_ok=True)

@@ -73,3 +73,43 @@ def test_dry_run_reports_plan(tiny_checkpoint, data_dir, tmp_path, capsys):
     plan = json.loads(capsys.readouterr().out)
     assert plan["train_sequences"] == 24 and plan["num_processes"] == 1
     assert not (tmp_path / "dry").exists()
+
+
+@pytest.mark.parametrize("name,kind,processes", [("zero2", "DEEPSPEED", 8), ("fsdp", "FSDP", 8), ("cpu", "NO", 1)])
+def test_accelerate_configs_parse_and_dry_run_uses_them(tiny_checkpoint, data_dir, tmp_path, capsys, name, kind, processes):
+    from tests.chat.official_template import REPO
+
+    config_file = REPO / "configs/accelerate" / f"{name}.yaml"
+    run(tiny_checkpoint, data_dir, tmp_path / "dry", dry_run=True, json=True, accelerate_config=str(config_file))
+    plan = json.loads(capsys.readouterr().out)["launch_plan"]
+    assert plan["distributed_type"] == kind and plan["num_processes"] == processes
+    assert plan["tokens_per_optimizer_step"] == 2048 * processes
+    assert plan["launch"].startswith(f"accelerate launch --config_file {config_file} -m botpsy.cli sft")
+
+
+def test_broken_accelerate_config_is_a_clear_error(tmp_path):
+    from botpsy.train.launch import accelerate_plan
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_transformer_layer_cls_to_wrap: LlamaLayer\n")
+    with pytest.raises(ValueError, match="LlamaLayer"):
+        accelerate_plan(bad, 1024, 1, ["sft"])
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        accelerate_plan(tmp_path / "none.yaml", 1024, 1, ["sft"])
+
+
+def test_accelerate_launch_runs_the_stage_on_cpu(tiny_checkpoint, data_dir, tmp_path):
+    """The real launcher, with the CPU config, starts `botpsy sft` and the stage sees it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.chat.official_template import REPO
+
+    launcher = Path(sys.executable).with_name("accelerate")
+    cmd = [str(launcher), "launch", "--config_file", str(REPO / "configs/accelerate/cpu.yaml"), "-m", "botpsy.cli", "sft",
+           "--init", str(tiny_checkpoint), "--data", str(data_dir), "--out", str(tmp_path / "o"), "--dry-run", "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    plan = json.loads(done.stdout[done.stdout.index("{"):])
+    assert plan["distributed_type"] == "DistributedType.NO" and plan["train_sequences"] == 24

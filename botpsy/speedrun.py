@@ -1,0 +1,127 @@
+"""The speedrun: the whole recipe at tiny scale, one stage after another, in one run folder.
+
+Each step builds a stage's config from the speedrun's own settings and calls that stage's
+``main(config)``, exactly as ``botpsy <stage>`` would; its resolved config is saved beside
+its output. Steps whose outputs already exist are skipped, so a stopped speedrun picks up
+where it left off (``--fresh`` starts over). Stage timings go to ``speedrun.json``.
+
+    botpsy speedrun                 # or: bash runs/speedrun.sh (which also sets up .venv)
+    botpsy speedrun --run runs/try2 --sft-steps 100
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from botpsy.config import save_config
+from botpsy.output import emit, table
+
+
+@dataclass
+class SpeedrunConfig:
+    """Run every stage of the recipe at tiny scale on this CPU."""
+
+    run: str = field(default="runs/speedrun", metadata={"help": "Run folder; each stage writes a subfolder."})
+    seed: int = field(default=0, metadata={"help": "Seed for tasks, data order and initialisation."})
+    train_tasks: int = field(default=3000, metadata={"help": "Device-world tasks drawn for training."})
+    dev_tasks: int = field(default=200, metadata={"help": "Dev-split tasks (held-out templates)."})
+    test_tasks: int = field(default=300, metadata={"help": "Test-split tasks (held-out templates and seeds)."})
+    vocab_size: int = field(default=4096, metadata={"help": "Tokenizer vocabulary size."})
+    preset: str = field(default="tiny", metadata={"help": "Student model preset."})
+    sft_steps: int = field(default=400, metadata={"help": "SFT optimizer steps."})
+    threads: int = field(default=2, metadata={"help": "CPU threads for torch and llama.cpp."})
+    fresh: bool = field(default=False, metadata={"help": "Delete the run folder first instead of resuming."})
+    only: list[str] = field(default_factory=list, metadata={"help": "Run only these steps (by name)."})
+    json: bool = field(default=False, metadata={"help": "Print the stage summary as JSON."})
+
+
+@dataclass
+class Step:
+    name: str
+    output: str  # path relative to the run folder whose existence marks the step done
+    run: Callable[[SpeedrunConfig, Path], object]
+
+
+def step_tasks(cfg: SpeedrunConfig, run: Path):
+    from botpsy.world.command import TasksConfig, main
+
+    for split, n, seed in (("train", cfg.train_tasks, cfg.seed), ("dev", cfg.dev_tasks, cfg.seed + 1), ("test", cfg.test_tasks, cfg.seed + 2)):
+        stage_cfg = TasksConfig(split=split, n=n, seed=seed, out=str(run / "tasks" / f"{split}.jsonl"))
+        save_config(stage_cfg, run / "tasks" / f"config.{split}.json")
+        main(stage_cfg)
+
+
+def step_data(cfg: SpeedrunConfig, run: Path):
+    from botpsy.train.trajectories import DataConfig, main
+
+    stage_cfg = DataConfig(tasks=str(run / "tasks"), out=str(run / "data"), seed=cfg.seed)
+    save_config(stage_cfg, run / "data" / "config.json")
+    main(stage_cfg)
+
+
+def step_tokenizer(cfg: SpeedrunConfig, run: Path):
+    from botpsy.model.tokenizer import TokenizerConfig, main
+
+    stage_cfg = TokenizerConfig(corpus=[str(run / "data" / "corpus.txt")], out=str(run / "tokenizer"), vocab_size=cfg.vocab_size)
+    save_config(stage_cfg, run / "tokenizer" / "config.json")
+    main(stage_cfg)
+
+
+def step_init(cfg: SpeedrunConfig, run: Path):
+    from botpsy.model.reference import InitConfig, main
+
+    stage_cfg = InitConfig(tokenizer=str(run / "tokenizer"), out=str(run / "base"), preset=cfg.preset, seed=cfg.seed)
+    main(stage_cfg)
+    save_config(stage_cfg, run / "base" / "config.json.init")
+
+
+def step_sft(cfg: SpeedrunConfig, run: Path):
+    from botpsy.train.sft import SFTConfig, main
+
+    stage_cfg = SFTConfig(init=str(run / "base"), data=str(run / "data"), out=str(run / "sft"), steps=cfg.sft_steps,
+                          seed=cfg.seed, threads=cfg.threads)
+    return main(stage_cfg)
+
+
+STEPS = [
+    Step("tasks", "tasks/test.jsonl", step_tasks),
+    Step("data", "data/meta.json", step_data),
+    Step("tokenizer", "tokenizer/meta.json", step_tokenizer),
+    Step("init", "base/meta.json", step_init),
+    Step("sft", "sft/meta.json", step_sft),
+]
+
+
+def main(config: SpeedrunConfig) -> int:
+    run = Path(config.run)
+    if config.fresh and run.exists():
+        shutil.rmtree(run)
+    run.mkdir(parents=True, exist_ok=True)
+    save_config(config, run / "speedrun_config.json")
+    timings_file = run / "speedrun.json"
+    timings = json.loads(timings_file.read_text()) if timings_file.is_file() else {}
+    unknown = set(config.only) - {s.name for s in STEPS}
+    if unknown:
+        raise ValueError(f"unknown speedrun steps {sorted(unknown)}; steps are {[s.name for s in STEPS]}")
+    for step in STEPS:
+        if config.only and step.name not in config.only:
+            continue
+        if (run / step.output).exists() and not config.only:
+            print(f"[speedrun] {step.name}: done already ({run / step.output})")
+            continue
+        print(f"[speedrun] {step.name} ...", flush=True)
+        start = time.perf_counter()
+        status = step.run(config, run)
+        if isinstance(status, int) and status != 0:
+            raise RuntimeError(f"speedrun step {step.name} failed with exit code {status}")
+        timings[step.name] = {"seconds": round(time.perf_counter() - start, 1), "output": str(run / step.output)}
+        timings_file.write_text(json.dumps(timings, indent=2) + "\n")
+    rows = [{"step": name, "seconds": t["seconds"], "output": t["output"]} for name, t in timings.items()]
+    rows.append({"step": "total", "seconds": round(sum(t["seconds"] for t in timings.values()), 1), "output": str(run)})
+    emit(rows, config.json, lambda r: "speedrun finished; outputs:\n" + table(r))
+    return 0

@@ -19,6 +19,7 @@ STAGES: dict[str, tuple[str, str, str]] = {
     "init": ("botpsy.model.reference", "InitConfig", "create the reference Qwen3.5 model (untrained) as a checkpoint"),
     "format": ("botpsy.chat.command", "FormatConfig", "render a conversation to the prompt text, or parse raw model output"),
     "tasks": ("botpsy.world.command", "TasksConfig", "draw device-world tasks to JSONL and summarise them"),
+    "loops": ("botpsy.runtime.loops_command", "LoopsConfig", "run the loop guard over a JSONL file of generations and report the loop rate"),
     "sft": ("botpsy.train.sft", "SFTConfig", "stage 1: supervised fine-tuning on agent trajectories (loss on assistant tokens)"),
 }
 

@@ -193,8 +193,9 @@ class LoopDetector:
 
     def _is_loop(self, t: int, period: int, run: _Run) -> bool:
         matched = t - run.start + 1
-        return (matched + period >= self.config.required_span(period)
-                and run.mismatches <= self.config.variation * matched)
+        c = self.config
+        return (matched + period >= c.min_loop_tokens and matched >= (c.min_repeats - 1) * period
+                and run.mismatches <= c.variation * matched)
 
     def _index_ngram(self, t: int) -> int:
         """Record the n-gram ending at ``t``; return where it last occurred (-1: never, or trimmed)."""

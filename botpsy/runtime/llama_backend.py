@@ -1,0 +1,239 @@
+"""The llama.cpp backend: GGUF models on the CPU through ``llama-cpp-python`` (the one module importing it).
+
+``llama_cpp.Llama`` loads the model, tokenizes and owns the context; decoding, sampling and
+state handling use the C API directly, because the generation loop needs three things
+``Llama.generate`` does not give together:
+
+* **token ids and bytes as they come**, decoded incrementally so a UTF-8 character split
+  across tokens arrives whole (``Utf8Decoder``), and a stop the caller controls by closing
+  the stream;
+* **state reuse that works for hybrid models.** Qwen3.5's Gated DeltaNet layers carry a
+  recurrent state that cannot be truncated back to an earlier position the way a KV cache
+  can, so a prompt is served in one of three ways: it extends what the context already holds
+  (continue in place: a restart after a thinking-budget or loop-recovery injection); it starts
+  with a prefix whose full context state was saved (restore it from the ``PrefixCache``,
+  evaluate the rest); or neither (clear, evaluate the prefix, save the state there, evaluate
+  the rest);
+* **little Python per token**, so the loop guard and parser on top still leave decode speed
+  within a few percent of a bare llama.cpp loop (``bench/runtime_throughput.py``).
+
+The penalty sampler is primed with the last ``penalty_last_n`` prompt tokens (as llama-server
+does), so a generation restarted after an injection keeps penalising what it wrote before.
+
+Example::
+
+    backend = LlamaBackend("runs/speedrun/gguf/model-q4_k_m.gguf", BackendOptions(threads=4, n_ctx=8192))
+    ids = backend.tokenize(prefix) + backend.tokenize(rest)
+    for token in backend.stream(ids, SamplingConfig(temperature=0), 128, prefix_tokens=len(...)):
+        ...
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import llama_cpp
+
+from botpsy.runtime.backend import (
+    Backend,
+    BackendError,
+    BackendOptions,
+    ModelLoadError,
+    Prompt,
+    SamplingConfig,
+    StreamInfo,
+    TokenOut,
+    Utf8Decoder,
+)
+from botpsy.runtime.memory import MemoryEstimate, check_model_fits
+from botpsy.runtime.prefix_cache import PrefixCache
+
+
+def default_threads() -> int:
+    """Physical cores: llama.cpp decodes no faster on hyper-threads and slows other work down."""
+    try:
+        import psutil
+
+        return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    except ImportError:
+        return os.cpu_count() or 1
+
+
+class LlamaBackend(Backend):
+    """A GGUF model in llama.cpp; see the module docstring for how prompts reuse state."""
+
+    name = "llama.cpp"
+    supports_prefix_cache = True
+
+    def __init__(self, model_path: str | Path, options: BackendOptions | None = None,
+                 available_bytes: int | None = None) -> None:
+        self.options = options or BackendOptions()
+        self.path = Path(model_path)
+        # Refuses a missing, corrupt or too-large file with a clear message before llama.cpp sees it.
+        self.memory: MemoryEstimate = check_model_fits(self.path, self.options.n_ctx, self.options.n_batch,
+                                                       available_bytes)
+        self.threads = self.options.threads or default_threads()
+        try:
+            self._llm = llama_cpp.Llama(
+                model_path=str(self.path), n_ctx=self.options.n_ctx, n_batch=self.options.n_batch,
+                n_threads=self.threads, n_threads_batch=self.threads, verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            raise ModelLoadError(f"llama.cpp could not load {self.path}: {exc}") from None
+        self._ctx = self._llm.ctx
+        self._vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
+        self.n_ctx = self._llm.n_ctx()
+        self.n_vocab = self._llm.n_vocab()
+        self._pieces: dict[int, bytes] = {}
+        self._one = (llama_cpp.llama_token * 1)()  # reused for the one-token decode of every step
+        self._evaluated: list[int] = []  # the token ids whose state the context holds, in order
+        self._logits_fresh = False  # the context's logits belong to the last evaluated token
+        self.prefix_cache = PrefixCache(self.options.prefix_cache_mb << 20) if self.options.prefix_cache_mb else None
+
+    # -- text <-> ids ----------------------------------------------------------------------
+
+    def tokenize(self, text: str) -> list[int]:
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return b"".join(self.piece(i) for i in ids).decode("utf-8", errors="replace")
+
+    def piece(self, token: int) -> bytes:
+        """The bytes of one token, special tokens written out (``<|im_end|>``); cached."""
+        data = self._pieces.get(token)
+        if data is None:
+            buf = ctypes.create_string_buffer(64)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
+            data = self._pieces[token] = buf.raw[:n]
+        return data
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    # -- generation ------------------------------------------------------------------------
+
+    def _stream(self, prompt: Prompt, sampling: SamplingConfig, max_tokens: int,
+                prefix_tokens: int, info: StreamInfo) -> Iterator[TokenOut]:
+        ids = self.prompt_ids(prompt)
+        if not ids:
+            raise BackendError("the prompt is empty")
+        if len(ids) >= self.n_ctx:
+            raise BackendError(f"the prompt has {len(ids)} tokens; the context holds {self.n_ctx} (raise n_ctx)")
+        max_tokens = min(max_tokens, self.n_ctx - len(ids))
+        start = time.perf_counter()
+        self._prefill(ids, prefix_tokens, info)
+        info.prompt_tokens = len(ids)
+        info.prefill_ms = (time.perf_counter() - start) * 1000
+        sampler = self._sampler(sampling, ids[-sampling.penalty_last_n:] if sampling.has_penalties else ())
+        sample, ctx, piece = llama_cpp.llama_sampler_sample, self._ctx, self.piece
+        decoder = Utf8Decoder()
+        try:
+            for step in range(max_tokens):
+                token = sample(sampler, ctx, -1)
+                last = step == max_tokens - 1
+                end = self.is_end_of_generation(token)
+                text = decoder.feed(piece(token))
+                yield TokenOut(token, text + decoder.flush() if end or last else text)
+                if end:
+                    info.finish_reason = "stop"
+                    return
+                if not last:  # the last token's logits are never needed, so it is not evaluated
+                    self._decode_one(token)
+            info.finish_reason = "length"
+        finally:
+            llama_cpp.llama_sampler_free(sampler)
+
+    def _prefill(self, ids: list[int], prefix_tokens: int, info: StreamInfo) -> None:
+        """Bring the context to the state after ``ids``, re-evaluating as little as possible."""
+        live = len(self._evaluated)
+        if live and live <= len(ids) and ids[:live] == self._evaluated and (live < len(ids) or self._logits_fresh):
+            info.reused_tokens = live
+            self._decode(ids[live:])
+            return
+        # The context cannot be rolled back (recurrent layers): start from a clean or saved state.
+        prefix = ids[:prefix_tokens] if 0 < prefix_tokens < len(ids) and self.prefix_cache is not None else []
+        self._clear()
+        state = self.prefix_cache.get(prefix) if prefix else None
+        if state is not None:
+            self._restore(state, prefix)
+            info.cache_hit, info.reused_tokens = True, len(prefix)
+        elif prefix:
+            self._decode(prefix)
+            self.prefix_cache.put(prefix, self._save())
+        self._decode(ids[len(prefix):])
+
+    def _sampler(self, sampling: SamplingConfig, history: Sequence[int]):
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        add = lambda sampler: llama_cpp.llama_sampler_chain_add(chain, sampler)  # noqa: E731
+        if sampling.has_penalties:
+            add(llama_cpp.llama_sampler_init_penalties(self.n_vocab, sampling.penalty_last_n, sampling.repeat_penalty,
+                                                       0.0, sampling.presence_penalty))
+        if sampling.greedy:
+            add(llama_cpp.llama_sampler_init_greedy())
+        else:
+            if sampling.top_k > 0:
+                add(llama_cpp.llama_sampler_init_top_k(sampling.top_k))
+            add(llama_cpp.llama_sampler_init_top_p(sampling.top_p, 1))
+            if sampling.min_p > 0:
+                add(llama_cpp.llama_sampler_init_min_p(sampling.min_p, 1))
+            add(llama_cpp.llama_sampler_init_temp(sampling.temperature))
+            add(llama_cpp.llama_sampler_init_dist(sampling.seed & 0xFFFFFFFF))
+        for token in history:
+            llama_cpp.llama_sampler_accept(chain, token)
+        return chain
+
+    # -- the context's state ---------------------------------------------------------------
+
+    def _decode_one(self, token: int) -> None:
+        self._one[0] = token
+        if llama_cpp.llama_decode(self._ctx, llama_cpp.llama_batch_get_one(self._one, 1)) != 0:
+            raise BackendError(f"llama.cpp could not decode at position {len(self._evaluated)} (context full?)")
+        self._evaluated.append(token)
+        self._logits_fresh = True
+
+    def _decode(self, ids: Sequence[int]) -> None:
+        batch_size = self.options.n_batch
+        for begin in range(0, len(ids), batch_size):
+            chunk = ids[begin:begin + batch_size]
+            array = (llama_cpp.llama_token * len(chunk))(*chunk)
+            status = llama_cpp.llama_decode(self._ctx, llama_cpp.llama_batch_get_one(array, len(chunk)))
+            if status != 0:
+                self._clear()  # a failed batch leaves the context in an unknown state
+                raise BackendError(f"llama.cpp decode failed with status {status} after {begin} prompt tokens")
+            self._evaluated.extend(chunk)
+            self._logits_fresh = True
+
+    def _clear(self) -> None:
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._ctx), True)
+        self._evaluated = []
+        self._logits_fresh = False
+
+    def _save(self) -> bytes:
+        """The whole context state (KV cache, recurrent states, last logits) as bytes."""
+        size = llama_cpp.llama_state_get_size(self._ctx)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_get_data(self._ctx, buf, size)
+        return ctypes.string_at(buf, written)
+
+    def _restore(self, state: bytes, ids: list[int]) -> None:
+        # llama.cpp only reads the buffer, so it can point straight into the immutable bytes.
+        pointer = ctypes.cast(ctypes.c_char_p(state), ctypes.POINTER(ctypes.c_uint8))
+        if llama_cpp.llama_state_set_data(self._ctx, pointer, len(state)) != len(state):
+            self._clear()
+            raise BackendError("llama.cpp rejected a saved prefix state")
+        self._evaluated = list(ids)
+        self._logits_fresh = False  # whether the saved logits come back is not relied upon
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "model": str(self.path), "threads": self.threads, "n_ctx": self.n_ctx}
+
+    def close(self) -> None:
+        if getattr(self, "_llm", None) is not None:
+            self._llm.close()
+            self._llm = None

@@ -15,8 +15,8 @@ Metrics (definitions in ``loopset.score`` and ``loopset.catch_window``):
   32 (stalls: within 512 tokens of their start). ``recall_two_periods`` drops the 64-token
   allowance. Target >= 99%.
 * false_positive_rate: non-loop texts on which the guard fired at all. Target <= 0.5%.
-* cost: detector time per token (tokenization excluded: the runtime has ids already), the
-  best of ``--timing-repeats`` passes over the whole set, compared with a decode time per
+* cost: detector time per token (tokenization excluded: the runtime has ids already; each
+  text's fastest of ``--timing-repeats`` runs, so preemption is not counted), compared with a decode time per
   token: 1,000 us by default, a conservative phone-class CPU figure for a sub-billion model
   (pass a measured llama.cpp figure with ``--decode-us-per-token``). Target < 1%.
 """
@@ -46,30 +46,30 @@ class LoopBenchConfig:
     n_clean: int = field(default=660, metadata={"help": "Non-loop (hard negative) texts in the set."})
     decode_us_per_token: float = field(
         default=1000.0, metadata={"help": "Decode time per token to compare the guard's cost with, in microseconds."})
-    timing_repeats: int = field(default=3, metadata={"help": "Timed passes over the set; the fastest is reported."})
+    timing_repeats: int = field(default=3, metadata={"help": "Timed runs of each text; the fastest counts."})
     out: str = field(default="bench_out/loop_guard.json", metadata={"help": "Where to write the JSON results."})
     json: bool = field(default=False, metadata={"help": "Print the JSON results instead of the table."})
 
 
 def time_detector(token_streams: list[list[int]], config: LoopGuardConfig, repeats: int) -> dict[str, float]:
-    """Microseconds per token: the best of ``repeats`` passes, and the slowest single text in that pass.
+    """Microseconds per token over the set, and for the slowest text.
 
-    Tokens after a firing are not counted (nor fed): the runtime stops or resets the guard there.
+    Each text is timed ``repeats`` times and its fastest run kept, so that a preemption on
+    a busy machine does not count as detector cost. Tokens after a firing are not fed: the
+    runtime stops or resets the guard there.
     """
-    best_total, best_worst = float("inf"), 0.0
-    for _ in range(repeats):
-        total, worst, tokens = 0.0, 0.0, 0
-        for ids in token_streams:
+    total, tokens, worst = 0.0, 0, 0.0
+    for ids in token_streams:
+        fastest = float("inf")
+        for _ in range(repeats):
             began = time.perf_counter()
             detector = LoopDetector(config)
-            detector.feed(ids)  # up to the firing: the runtime stops or resets the guard there
-            spent = time.perf_counter() - began
-            total += spent
-            tokens += detector.count
-            worst = max(worst, spent / detector.count)
-        if total < best_total:
-            best_total, best_worst = total, worst
-    return {"tokens": tokens, "us_per_token": 1e6 * best_total / tokens, "worst_text_us_per_token": 1e6 * best_worst}
+            detector.feed(ids)
+            fastest = min(fastest, time.perf_counter() - began)
+        total += fastest
+        tokens += detector.count
+        worst = max(worst, fastest / detector.count)
+    return {"tokens": tokens, "us_per_token": 1e6 * total / tokens, "worst_text_us_per_token": 1e6 * worst}
 
 
 def run(cfg: LoopBenchConfig) -> dict:

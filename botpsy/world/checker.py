@@ -157,13 +157,19 @@ def evaluate(task: Task, transcript: Transcript) -> CheckResult:
 
     milestones = dict(checks)
     for i, gold in enumerate(task.gold_calls):
+        # A call the world held for confirmation counts: proposing the right action is the step.
         milestones[f"call{i}:{gold['name']}"] = any(
-            c["ok"] and c["name"] == gold["name"] and arguments_match(gold["arguments"], c["arguments"]) for c in calls)
+            (c["ok"] or _held(c)) and c["name"] == gold["name"] and arguments_match(gold["arguments"], c["arguments"])
+            for c in calls)
     success = all(checks.values())
-    held = sum(1 for c in calls if isinstance(c["result"], dict) and c["result"].get("error") == "needs_confirmation")
+    held = sum(1 for c in calls if _held(c))
     wasted = max(0, len(calls) - held - len(task.gold_calls))
     score = 1.0 - 0.05 * min(wasted, 4) if success else 0.5 * sum(milestones.values()) / len(milestones)
     return CheckResult(success, round(score, 4), milestones, wasted, len(steps), len(calls), reasons)
+
+
+def _held(call: dict) -> bool:
+    return isinstance(call["result"], dict) and call["result"].get("error") == "needs_confirmation"
 
 
 def _sensitive_calls_confirmed(audit: list[dict], reasons: list[str]) -> bool:

@@ -76,11 +76,24 @@ def draw_bookings(ctx: Ctx) -> Draft | None:
                  facts=[[r["name"]] for r in rows])
 
 
+_NAMEABLE: dict[tuple, list[str]] = {}
+
+
+def _nameable(catalogue: list[dict]) -> list[str]:
+    """Ids of the products a user can name unambiguously: searching their item finds just them."""
+    key = tuple((r["id"], r["name"], r["category"]) for r in catalogue)
+    if key not in _NAMEABLE:
+        if len(_NAMEABLE) > 256:
+            _NAMEABLE.clear()
+        _NAMEABLE[key] = [r["id"] for r in catalogue
+                          if sum(matches_query(item_name(r), other) for other in catalogue) == 1]
+    return _NAMEABLE[key]
+
+
 def _product(ctx: Ctx, min_stock: int = 1) -> dict | None:
     catalogue = ctx.rows("SELECT * FROM products ORDER BY id")
-    # Only products the user can name unambiguously: searching their item finds just them.
-    rows = [r for r in catalogue if r["stock"] >= min_stock
-            and sum(matches_query(item_name(r), other) for other in catalogue) == 1]
+    nameable = set(_nameable(catalogue))
+    rows = [r for r in catalogue if r["stock"] >= min_stock and r["id"] in nameable]
     return ctx.rng.choice(rows) if rows else None
 
 

@@ -24,19 +24,18 @@ def _setting(ctx: Ctx, key: str):
 def draw_toggle(ctx: Ctx) -> Draft:
     key = ctx.rng.choice(list(TOGGLES))
     tool, names = TOGGLES[key]
-    current = bool(_setting(ctx, key))
-    enabled = (not current) if ctx.rng.random() < 0.85 else current
+    # Always a real change: a request that changes nothing could be skipped without the checker noticing.
+    enabled = not _setting(ctx, key)
     state = "on" if enabled else "off"
     name = ctx.rng.choice(names)
     slots = {"setting": name, "Setting": name[0].upper() + name[1:], "state": state,
              "verb": "enable" if enabled else "disable"}
-    already = "was already" if enabled == current else "is now"
-    return Draft(slots, [[call(tool, enabled=enabled)]], f"{slots['Setting']} {already} {state}.",
+    return Draft(slots, [[call(tool, enabled=enabled)]], f"{slots['Setting']} is now {state}.",
                  action=f"turn {name} on or off")
 
 
 def draw_brightness(ctx: Ctx) -> Draft:
-    level = ctx.rng.choice(range(5, 101, 5))
+    level = ctx.rng.choice([v for v in range(5, 101, 5) if v != _setting(ctx, "brightness")])
     return Draft({"level": level}, [[call("set_brightness", level=level)]],
                  ctx.one_of(f"Brightness set to {level}%.", f"Done, the screen is at {level}% brightness."),
                  action="change the screen brightness")
@@ -53,7 +52,7 @@ STREAMS = {"media": ["media", "music"], "ring": ["ringer", "ringtone"], "alarm":
 
 def draw_volume(ctx: Ctx) -> Draft:
     stream = ctx.rng.choice(list(STREAMS))
-    level = ctx.rng.choice(range(0, 101, 10))
+    level = ctx.rng.choice([v for v in range(0, 101, 10) if v != _setting(ctx, f"volume_{stream}")])
     phrase = ctx.rng.choice(STREAMS[stream])
     return Draft({"level": level, "stream": phrase}, [[call("set_volume", level=level, stream=stream)]],
                  f"The {phrase} volume is now {level}%.", action="change the volume")

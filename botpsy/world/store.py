@@ -109,6 +109,8 @@ def diff_snapshots(before: dict, after: dict) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for table, key in STATE_TABLES.items():
         old, new = before.get(table, {}), after.get(table, {})
+        if old is new:  # incremental snapshots share the dicts of tables nobody wrote to
+            continue
         added = [strip_row(new[k], key) for k in sorted(new.keys() - old.keys())]
         removed = sorted(old.keys() - new.keys())
         changed = {}

@@ -128,7 +128,7 @@ def _count(qty: int, item: str) -> str:
 def _bad_count(rng, slots):
     value = rng.choice([15, 20, 25, 50, 12, 30])
     return _count(value, slots["item"]), str(value), (
-        f"I can only put up to {MAX_QUANTITY} of one product in the cart, so {value} won't work. "
+        f"I can't add {value}: the cart takes at most {MAX_QUANTITY} of one product. "
         f"How many would you like, up to {MAX_QUANTITY}?")
 
 

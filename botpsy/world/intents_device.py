@@ -60,7 +60,8 @@ def draw_volume(ctx: Ctx) -> Draft:
 
 def _bad_volume(rng, slots):
     value = rng.choice([120, 150, 180, 200, 110, 300])
-    return str(value), str(value), f"Volume can be set from 0 to 100%, not {value}%. What level should I use?"
+    return str(value), str(value), (f"Volume goes from 0 to 100%, so I can't set it to {value}%. "
+                                    "What level should I use?")
 
 
 def draw_dnd(ctx: Ctx) -> Draft:
@@ -268,7 +269,7 @@ INTENTS = [
         "Create an alarm for {time}.", "Put an alarm on for {time}.", "Set my alarm to {time}.",
         "Add an alarm at {time}."], draw_alarm,
         ask=Ask("time", ["Set an alarm.", "Can you set an alarm for me?", "I need an alarm.", "Please create an alarm.",
-                         "Add an alarm.", "Wake me up tomorrow."],
+                         "Add an alarm.", "I want an alarm set."],
                 ["What time should the alarm be for?", "Sure, for what time?"], ["time", "when", "what time"],
                 ["{time}", "At {time}.", "Make it {time}.", "For {time}, please.", "{time} works."]),
         invalid=Invalid("time", _bad_time)),

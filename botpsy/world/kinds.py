@@ -7,8 +7,10 @@ the gold turns (``{"calls": [...]}`` or ``{"say": text}``), what the checker mus
 Checks understood by ``checker.evaluate``: ``answer_facts`` (groups of alternatives the final
 answer must contain), ``required_calls`` (tools that must succeed at least once),
 ``forbidden_calls`` (tools never to be attempted), ``no_calls``, ``ask_first`` (a question
-before the first successful write), ``final_question`` + ``ask_keywords``, ``refusal`` and
-``confirmation`` ("approve" / "decline").
+before the first successful write), ``final_question`` + ``ask_keywords``, ``refusal``,
+``flags_problem`` (the answer says what is wrong, not just the value) and ``confirmation``
+("approve": the sensitive call ran with the user's approval; "decline": it was proposed, by a
+held call or a question, and never ran).
 """
 
 from __future__ import annotations
@@ -194,7 +196,7 @@ def gen_wrong_value(ctx: Ctx, domain: str) -> Blueprint | None:
     slots = {**draft.slots, intent.invalid.slot: text}
     request, template = _request(ctx, intent, intent.templates, slots, "request")
     return Blueprint("wrong_value", domain, intent.name, template, request, [{"say": explanation}],
-                     {"answer_facts": [[value]]}, patch=draft.patch, needed_tools=draft.tools)
+                     {"answer_facts": [[value]], "flags_problem": True}, patch=draft.patch, needed_tools=draft.tools)
 
 
 UNAVAILABLE_ANSWERS = [

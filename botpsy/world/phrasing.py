@@ -112,3 +112,7 @@ CONFIRM_NO = ["No, don't.", "Actually no, cancel that.", "No, leave it.", "Hmm, 
 # The final answer of an "unavailable" task must say it cannot be done; any of these counts.
 REFUSAL_MARKERS = ["can't", "cannot", "can not", "unable", "not able", "don't have", "do not have", "no tool",
                    "not available", "isn't available", "not possible", "not something i can"]
+# A "wrong value" answer must flag the problem, not just repeat the value; any of these counts.
+PROBLEM_MARKERS = REFUSAL_MARKERS + ["invalid", "not valid", "isn't a valid", "is not a valid", "doesn't exist",
+                                     "does not exist", "out of range", "at most", "too many", "too long", "too high",
+                                     "too large", "maximum", "won't work", "only goes", "must be"]

@@ -12,8 +12,9 @@ or nothing does), and every call, failed or not, is appended to the ``audit`` ta
 Sensitive tools (send, pay, buy, delete, share) follow a confirmation protocol that the
 model cannot complete on its own:
 
-1. the model calls the tool; the world stores a *pending request* and answers
-   ``{"error": "needs_confirmation", "request_id": ...}`` without running it;
+1. the model calls the tool; the world tries it and rolls it back (a call that would fail
+   returns its error at once), stores a *pending request* and answers
+   ``{"error": "needs_confirmation", "request_id": ...}``;
 2. the user side (``world.user``, never exposed to the model) approves or declines it;
 3. the model calls the tool again with the same arguments; an approved request is consumed
    and the call runs. The user may also approve an exact call in advance
@@ -111,8 +112,24 @@ class World:
         if tool.sensitive:
             request_id = self._approved_request(name, parsed)
             if request_id is None:
+                # Try it first and roll back: never ask the user to approve a call that would fail.
+                problem = self._dry_run(tool, parsed)
+                if problem is not None:
+                    return self._fail(name, parsed, *problem)
                 return self._ask_confirmation(tool, parsed)
         return self._execute(tool, parsed, request_id)
+
+    def _dry_run(self, tool: Tool, arguments: dict) -> tuple[str, str] | None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            tool.fn(ToolContext(self.conn, self.now, self._dirty), **arguments)
+            return None
+        except ToolError as exc:
+            return exc.code, exc.message
+        except Exception as exc:  # a bug in the tool: the real call would fail the same way
+            return "internal_error", f"the tool failed: {type(exc).__name__}"
+        finally:
+            self.conn.execute("ROLLBACK")
 
     def _execute(self, tool: Tool, arguments: dict, request_id: str | None) -> dict[str, Any]:
         self.conn.execute("BEGIN IMMEDIATE")

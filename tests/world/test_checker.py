@@ -85,7 +85,8 @@ def _forbidden_call(task, world) -> tuple[str, dict]:
                  "delete_alarm": {"alarm_id": "a1"}, "set_airplane_mode": {"enabled": True},
                  "set_wifi": {"enabled": False}, "set_bluetooth": {"enabled": True},
                  "install_app": {"name": "Deliveroo"}, "uninstall_app": {"name": "Banking"},
-                 "add_to_cart": {"product_id": "p900", "quantity": 5}}
+                 "add_to_cart": {"product_id": "p900", "quantity": 5},
+                 "make_booking": {"venue_id": "v90", "date": "2027-01-05", "time": "20:00", "party_size": 12}}
     return name, arguments[name]
 
 
@@ -183,3 +184,14 @@ def test_leaving_out_any_gold_write_fails():
                 assert not result.success, (task.id, gold["name"])
                 tried += 1
     assert tried > 100
+
+
+def test_echoing_a_wrong_value_or_ignoring_a_declined_action_fails(task_pool):
+    wrong = task_pool["wrong_value"][0]
+    value = wrong.checks["answer_facts"][0][0]
+    result = evaluate(wrong, run_episode(wrong, ScriptedAgent([say(f"Done, that's set to {value}.")])))
+    assert result.milestones["answer_facts"] and not result.milestones["flags_problem"] and not result.success
+
+    declined = next(t for t in task_pool["sensitive"] if t.script.get("confirm") is False)
+    result = evaluate(declined, run_episode(declined, ScriptedAgent([say("OK.")])))
+    assert not result.success and not result.milestones["confirmation"]

@@ -126,6 +126,13 @@ def test_sensitive_calls_wait_for_the_user_and_run_once_per_approval():
     assert ok_rows[-1]["request_id"] == first["request_id"]
 
 
+def test_a_sensitive_call_that_would_fail_is_reported_without_asking_the_user():
+    world = World(seed=6)
+    result = world.call("delete_contact", {"contact_id": "c999"})
+    assert result["error"] == "not_found"
+    assert world.pending_confirmations() == []
+
+
 def test_declined_requests_never_run_and_advance_approval_does():
     world = World(seed=7)
     args = {"contact_id": _contact(world)}

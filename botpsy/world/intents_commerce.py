@@ -85,8 +85,9 @@ def _nameable(catalogue: list[dict]) -> list[str]:
     if key not in _NAMEABLE:
         if len(_NAMEABLE) > 256:
             _NAMEABLE.clear()
-        _NAMEABLE[key] = [r["id"] for r in catalogue
-                          if sum(matches_query(item_name(r), other) for other in catalogue) == 1]
+        items = [item_name(r) for r in catalogue]
+        _NAMEABLE[key] = [r["id"] for r, item in zip(catalogue, items)
+                          if sum(matches_query(item, other) for other in catalogue) == 1]
     return _NAMEABLE[key]
 
 

@@ -30,7 +30,7 @@ from botpsy.world.phrasing import SPLITS, system_prompt
 from botpsy.world.registry import REGISTRY
 from botpsy.world.world import World
 
-TASKS_PER_WORLD = 8
+TASKS_PER_WORLD = 16  # consecutive tasks share a seeded world: seeding (~5 ms) is most of a task's cost
 KIND_WEIGHTS = {"single": 14, "parallel": 10, "multi_step": 12, "multi_turn": 10, "sensitive": 12,
                 "injection": 8, "irrelevant": 8, "incomplete": 8, "wrong_value": 9, "unavailable": 9}
 KINDS = tuple(KIND_WEIGHTS)

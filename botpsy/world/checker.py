@@ -31,7 +31,7 @@ from botpsy.world.episode import Transcript
 from botpsy.world.phrasing import PROBLEM_MARKERS, REFUSAL_MARKERS
 from botpsy.world.registry import REGISTRY
 from botpsy.world.store import diff_snapshots, norm_text, row_matches, values_equal
-from botpsy.world.tasks import Task
+from botpsy.world.task import Task
 from botpsy.world.user import arguments_match
 from botpsy.world.world import World
 
@@ -166,6 +166,11 @@ def evaluate(task: Task, transcript: Transcript) -> CheckResult:
     wasted = max(0, len(calls) - held - len(task.gold_calls))
     score = 1.0 - 0.05 * min(wasted, 4) if success else 0.5 * sum(milestones.values()) / len(milestones)
     return CheckResult(success, round(score, 4), milestones, wasted, len(steps), len(calls), reasons)
+
+
+def reward(task: Task, transcript: Transcript) -> float:
+    """The RL reward: ``evaluate(...).score``, in [0, 1]; 1.0 only for a clean success."""
+    return evaluate(task, transcript).score
 
 
 def _held(call: dict) -> bool:

@@ -26,7 +26,8 @@ from botpsy.output import emit, table
 from botpsy.world.episode import replay_gold
 from botpsy.world.kinds import DOMAINS
 from botpsy.world.phrasing import SPLITS
-from botpsy.world.tasks import KINDS, Task, generate_tasks
+from botpsy.world.task import Task
+from botpsy.world.tasks import KINDS, generate_tasks
 
 
 @dataclass

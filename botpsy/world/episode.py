@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from botpsy.world.tasks import Task, build_world
+from botpsy.world.task import Task, build_world
 from botpsy.world.user import SimulatedUser
 from botpsy.world.world import World
 
@@ -39,7 +39,15 @@ class Transcript:
 
     @classmethod
     def from_world(cls, messages: list[dict], world: World) -> "Transcript":
+        """Build it from an agent loop's own messages and the world that loop called into."""
         return cls(list(messages), world.audit_log(), world.snapshot())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": self.messages, "audit": self.audit, "final_snapshot": self.final_snapshot}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Transcript":
+        return cls(data["messages"], data["audit"], data["final_snapshot"])
 
 
 def compact(result: Any) -> str:

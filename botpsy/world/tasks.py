@@ -1,4 +1,4 @@
-"""Tasks: the ``Task`` record, the generator and ``build_world``.
+"""The task generator: ``generate_tasks(split, n, seed)`` (the ``Task`` record lives in ``task.py``).
 
 ``generate_tasks(split, n, seed)`` draws ``n`` tasks. Task ``i`` gets its own rng
 (``split|seed|i``) and a world seed shared by a run of ``TASKS_PER_WORLD`` tasks; world seeds
@@ -21,13 +21,14 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any
 
 from botpsy.world import kinds, special
+from botpsy.world.episode import replay_gold
 from botpsy.world.intent import Ctx
 from botpsy.world.phrasing import SPLITS, system_prompt
 from botpsy.world.registry import REGISTRY
+from botpsy.world.store import diff_snapshots
+from botpsy.world.task import Task
 from botpsy.world.world import World
 
 TASKS_PER_WORLD = 16  # consecutive tasks share a seeded world: seeding (~5 ms) is most of a task's cost
@@ -39,63 +40,6 @@ GENERATORS = {"single": kinds.gen_single, "parallel": kinds.gen_parallel, "multi
               "injection": special.gen_injection, "irrelevant": special.gen_irrelevant,
               "incomplete": kinds.gen_incomplete, "wrong_value": kinds.gen_wrong_value,
               "unavailable": kinds.gen_unavailable}
-
-
-@dataclass
-class Task:
-    """One episode to solve. ``messages`` hold the system prompt and the first user request.
-
-    ``group`` is the domain for the core kinds and ``"special"`` for irrelevant, incomplete,
-    wrong_value and unavailable, whose ``domain`` still names the underlying request's domain.
-    """
-
-    id: str
-    split: str
-    kind: str
-    domain: str
-    group: str
-    world_seed: int
-    messages: list[dict]
-    tools: list[dict]
-    gold_calls: list[dict]
-    expected_state: dict[str, Any]
-    gold_turns: list[dict]
-    checks: dict[str, Any]
-    script: dict[str, Any] = field(default_factory=dict)
-    patch: dict[str, list[dict]] = field(default_factory=dict)
-    intent: str = ""
-    template: str = ""
-
-    @property
-    def tool_names(self) -> list[str]:
-        return [t["function"]["name"] for t in self.tools]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Task":
-        names = {f.name for f in fields(cls)}
-        required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
-        missing = [name for name in required if name not in data]
-        if missing:
-            raise ValueError(f"task record lacks {missing}")
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-    @classmethod
-    def from_json(cls, line: str) -> "Task":
-        return cls.from_dict(json.loads(line))
-
-
-def build_world(task: Task, path: str = ":memory:") -> World:
-    """The task's world as the episode starts: seeded, patched, only the offered tools callable."""
-    world = World(path, seed=task.world_seed, offered=task.tool_names)
-    if task.patch:
-        world.apply_patch(task.patch)
-    return world
 
 
 def world_seed_for(split: str, seed: int, index: int) -> int:
@@ -142,9 +86,6 @@ def offer_tools(rng: random.Random, blueprint: kinds.Blueprint) -> list[str]:
 
 def _finish(blueprint: kinds.Blueprint, rng: random.Random, split: str, task_id: str, world_seed: int,
             ctx: Ctx) -> Task:
-    from botpsy.world.episode import replay_gold  # episode imports this module
-    from botpsy.world.store import diff_snapshots
-
     names = offer_tools(rng, blueprint)
     world = ctx.world
     messages = [{"role": "system", "content": system_prompt(world.now, world.owner, world.city)},

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from botpsy.world.tasks import KINDS, Task, generate_tasks
+from botpsy.world.task import Task
+from botpsy.world.tasks import KINDS, generate_tasks
 
 
 def tasks_by_kind(tasks: list[Task]) -> dict[str, list[Task]]:

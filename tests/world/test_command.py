@@ -6,7 +6,7 @@ import json
 
 from botpsy.cli import main as cli_main
 from botpsy.world.command import TasksConfig, main
-from botpsy.world.tasks import Task
+from botpsy.world.task import Task
 
 
 def test_tasks_command_writes_one_task_per_line_and_a_summary(tmp_path, capsys):

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
+import botpsy
 from botpsy.world import KINDS, Task, evaluate, generate_tasks, replay_gold
 from botpsy.world.kinds import DOMAINS, INTENTS, JOINERS, SPECIAL_KINDS
 from botpsy.world.phrasing import SPLITS, split_items
@@ -95,3 +101,14 @@ def test_generated_tasks_use_disjoint_templates_and_worlds_across_splits():
         assert not seen_templates[a] & seen_templates[b], (a, b)
         assert not seen_worlds[a] & seen_worlds[b], (a, b)
     assert world_seed_for("train", 0, 0) % 3 == 0 and world_seed_for("test", 0, 0) % 3 == 2
+
+
+def test_generation_does_not_depend_on_the_process_hash_seed():
+    code = ("import hashlib; from botpsy.world import generate_tasks; "
+            "print(hashlib.sha256(''.join(t.to_json() for t in generate_tasks('test', 40, 9)).encode()).hexdigest())")
+    here = hashlib.sha256("".join(t.to_json() for t in generate_tasks("test", 40, 9)).encode()).hexdigest()
+    root = str(Path(botpsy.__file__).resolve().parents[1])
+    for hash_seed in ["4242"]:
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": root}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == here

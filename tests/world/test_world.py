@@ -8,7 +8,7 @@ import pytest
 
 from botpsy.world import World, generate_tasks, is_error, replay_gold
 from botpsy.world.registry import REGISTRY, ToolError
-from botpsy.world.tasks import build_world
+from botpsy.world.task import build_world
 
 
 def test_at_least_forty_tools_each_declared_with_a_strict_schema():

@@ -103,10 +103,12 @@ def integer(description: str, minimum: int | None = None, maximum: int | None = 
     return out
 
 
-def number(description: str, minimum: float | None = None) -> dict[str, Any]:
+def number(description: str, minimum: float | None = None, maximum: float | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "number", "description": description}
     if minimum is not None:
         out["minimum"] = minimum
+    if maximum is not None:
+        out["maximum"] = maximum
     return out
 
 

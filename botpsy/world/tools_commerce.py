@@ -45,7 +45,7 @@ def matches_query(query: str, row: dict) -> bool:
 
 @tool("search_products", "Search the shop's catalogue by words in the name or category.", domain="commerce",
       writes=False, params={"query": string("what to look for", minLength=1),
-                            "max_price": number("highest price", 0),
+                            "max_price": number("highest price", 0, 100000),
                             "sort": enum("result order", ["relevance", "price_low", "price_high", "rating"])},
       required=["query"])
 def search_products(ctx, query, max_price=None, sort="relevance"):

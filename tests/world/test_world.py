@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from botpsy.world import World, generate_tasks, is_error, replay_gold
 from botpsy.world.registry import REGISTRY, ToolError
@@ -44,6 +46,7 @@ BAD_CALLS = [
     ("set_alarm", ["07:00"], "invalid_arguments"),
     ("create_event", {"title": "x", "date": "2026-02-30", "start_time": "10:00"}, "invalid_date"),
     ("update_alarm", {"alarm_id": "nope", "enabled": False}, "not_found"),
+    ("search_products", {"query": "tea", "max_price": 1e308}, "invalid_arguments"),
     ("no_such_tool", {}, "unknown_tool"),
     (None, {}, "unknown_tool"),
 ]
@@ -179,3 +182,24 @@ def test_results_are_compact_json_the_model_can_read():
         result = world.call(name, {})
         assert not is_error(result), name
         assert len(json.dumps(result, separators=(",", ":"))) < 2500, name
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False)
+                           | st.text(max_size=12), lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(REGISTRY) + ["bogus"]),
+       arguments=st.dictionaries(st.sampled_from(["enabled", "level", "time", "query", "contact_id", "text", "name",
+                                                  "product_id", "quantity", "date", "alarm_id", "x"]),
+                                 JSON_VALUES, max_size=4) | JSON_VALUES)
+def test_any_call_returns_a_dict_and_errors_change_nothing(name, arguments):
+    world = World(seed=8)
+    before = world.snapshot(full=True)
+    result = world.call(name, arguments)
+    assert isinstance(result, dict)
+    json.dumps(result)
+    if is_error(result):
+        assert world.snapshot(full=True) == before
+        assert result["error"] != "internal_error", result  # model mistakes are never tool crashes

@@ -22,7 +22,6 @@ any success outranks any failure. The RL reward uses this score as is.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -136,7 +135,20 @@ def contains_fact(text: str, alternatives: list[str]) -> bool:
     False
     """
     normal = norm_text(text)
-    return any(re.search(rf"(?<![\w.]){re.escape(norm_text(alt))}(?![\w])", normal) for alt in alternatives)
+    return any(_has_word(normal, norm_text(alt)) for alt in alternatives)
+
+
+def _has_word(haystack: str, needle: str) -> bool:
+    """``needle`` occurs in ``haystack`` not glued to a word character (nor after a '.', as in 17.30)."""
+    start = haystack.find(needle) if needle else -1
+    while start != -1:
+        end = start + len(needle)
+        before = haystack[start - 1] if start else " "
+        after = haystack[end] if end < len(haystack) else " "
+        if not (before.isalnum() or before in "_.") and not (after.isalnum() or after == "_"):
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
 
 
 def evaluate(task: Task, transcript: Transcript) -> CheckResult:

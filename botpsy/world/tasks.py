@@ -7,7 +7,8 @@ phrasing list is cut by split (``phrasing.split_items``), so they never share a 
 
 The gold is not written by hand: each generated task is replayed through its world
 (``episode.replay_gold``) and the resulting state change becomes ``expected_state``; a gold
-call that errors is a generator bug and raises.
+call that errors, or a gold transcript that fails ``checker.evaluate``, is a generator bug and
+raises, so every task written passes its own checker.
 
 Example::
 
@@ -23,6 +24,7 @@ import json
 import random
 
 from botpsy.world import kinds, special
+from botpsy.world.checker import evaluate
 from botpsy.world.episode import replay_gold
 from botpsy.world.intent import Ctx
 from botpsy.world.phrasing import SPLITS, system_prompt
@@ -105,6 +107,9 @@ def _finish(blueprint: kinds.Blueprint, rng: random.Random, split: str, task_id:
     if failed:
         raise RuntimeError(f"gold call failed in {task_id} ({task.intent}): {failed[0]['content']}")
     task.expected_state = diff_snapshots(initial, transcript.final_snapshot)
+    verdict = evaluate(task, transcript)  # every emitted task passes its own checker, by construction
+    if not verdict.success:
+        raise RuntimeError(f"gold of {task_id} ({task.intent}) fails its checker: {verdict.reasons}")
     return task
 
 

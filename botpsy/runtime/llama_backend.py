@@ -198,7 +198,7 @@ class LlamaBackend(Backend):
         self._logits_fresh = True
 
     def _decode(self, ids: Sequence[int]) -> None:
-        batch_size = self.options.n_batch
+        batch_size = self._llm.n_batch  # llama.cpp aborts on a batch over n_batch, which Llama caps at n_ctx
         for begin in range(0, len(ids), batch_size):
             chunk = ids[begin:begin + batch_size]
             array = (llama_cpp.llama_token * len(chunk))(*chunk)
@@ -230,6 +230,12 @@ class LlamaBackend(Backend):
         self._evaluated = list(ids)
         self._logits_fresh = False  # whether the saved logits come back is not relied upon
 
+    def reset(self, clear_prefix_cache: bool = False) -> None:
+        """Forget the evaluated context (the next prompt is prefilled from scratch or a saved prefix)."""
+        self._clear()
+        if clear_prefix_cache and self.prefix_cache is not None:
+            self.prefix_cache.clear()
+
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model": str(self.path), "threads": self.threads, "n_ctx": self.n_ctx}
 
@@ -237,3 +243,38 @@ class LlamaBackend(Backend):
         if getattr(self, "_llm", None) is not None:
             self._llm.close()
             self._llm = None
+
+
+class BareLlamaLoop:
+    """The reference a llama_cpp user would write (``Llama.generate`` + ``detokenize``), for benchmarks.
+
+    ``bench/runtime_throughput.py`` compares the decode speed of ``generate()`` (backend, parser
+    and loop guard) with this loop on the same file, prompt and threads.
+    """
+
+    def __init__(self, model_path: str | Path, threads: int, n_ctx: int) -> None:
+        self._llm = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=threads,
+                                    n_threads_batch=threads, verbose=False)
+        self._vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
+
+    def run(self, prompt_ids: Sequence[int], max_tokens: int,
+            sampling: SamplingConfig) -> tuple[list[int], float, float]:
+        """Generate from a fresh context; return (token ids, wall and CPU seconds from the first token to the last)."""
+        self._llm.reset()
+        self._llm.set_seed(sampling.seed)
+        ids: list[int] = []
+        first = first_cpu = 0.0
+        for token in self._llm.generate(list(prompt_ids), top_k=sampling.top_k, top_p=sampling.top_p,
+                                        min_p=sampling.min_p, temp=sampling.temperature,
+                                        repeat_penalty=sampling.repeat_penalty,
+                                        presence_penalty=sampling.presence_penalty, reset=True):
+            if not ids:
+                first, first_cpu = time.perf_counter(), time.process_time()
+            ids.append(token)
+            self._llm.detokenize([token], special=True)
+            if llama_cpp.llama_vocab_is_eog(self._vocab, token) or len(ids) >= max_tokens:
+                break
+        return ids, time.perf_counter() - first, time.process_time() - first_cpu
+
+    def close(self) -> None:
+        self._llm.close()

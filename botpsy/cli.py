@@ -20,6 +20,9 @@ STAGES: dict[str, tuple[str, str, str]] = {
     "format": ("botpsy.chat.command", "FormatConfig", "render a conversation to the prompt text, or parse raw model output"),
     "tasks": ("botpsy.world.command", "TasksConfig", "draw device-world tasks to JSONL and summarise them"),
     "loops": ("botpsy.runtime.loops_command", "LoopsConfig", "run the loop guard over a JSONL file of generations and report the loop rate"),
+    "export": ("botpsy.export.command", "ExportConfig", "export a checkpoint to GGUF (bf16, Q8_0, Q4_K_M) with its tokenizer and chat template"),
+    "parity": ("botpsy.export.parity", "ParityConfig", "compare each exported GGUF in llama.cpp with the checkpoint in transformers"),
+    "data": ("botpsy.train.trajectories", "DataConfig", "turn device-world tasks into chat-format trajectories and the tokenizer corpus"),
     "sft": ("botpsy.train.sft", "SFTConfig", "stage 1: supervised fine-tuning on agent trajectories (loss on assistant tokens)"),
 }
 

@@ -84,6 +84,9 @@ def load_checkpoint(path: str | Path, dtype: str = "float32") -> Checkpoint:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from botpsy.model import cpu_kernels
+
+    cpu_kernels.install()
     path = Path(path)
     model_type = read_model_type(path)
     if not (path / "tokenizer.json").is_file() and not (path / "tokenizer_config.json").is_file():

@@ -114,6 +114,9 @@ def build_model(spec: ModelSpec, tokenizer, seed: int = 0):
     import torch
     from transformers import Qwen3_5ForCausalLM
 
+    from botpsy.model import cpu_kernels
+
+    cpu_kernels.install()
     torch.manual_seed(seed)
     config = hf_config(
         spec,

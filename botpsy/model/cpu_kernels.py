@@ -1,0 +1,134 @@
+"""Faster pure-PyTorch fallbacks for Qwen3.5's linear-attention layers on CPUs.
+
+Without the optional ``flash-linear-attention`` and ``causal-conv1d`` kernels, transformers
+falls back to PyTorch code that is correct but slow on a CPU. Two pieces dominated a
+training step here, and both have exact cheaper forms:
+
+* the depthwise causal convolution (kernel 4): PyTorch's grouped ``conv1d`` backward took
+  most of the step; a sum of 4 shifted, scaled copies computes the same thing with
+  elementwise ops whose backward is cheap.
+* the chunked gated delta rule: transformers' fallback for Qwen3.5's linear-attention layers solves a unit lower-triangular
+system per 64-token chunk with ``torch.linalg.solve_triangular``; on a CPU those batched
+64x64 solves (and their backward) took about 40% of a training step. The system matrix is
+``I + N`` with ``N`` strictly lower triangular, hence nilpotent (``N**64 == 0``), so its
+inverse is an exact finite product computed with matrix products only::
+
+    (I + N)^-1 = (I - N)(I + N^2)(I + N^4)(I + N^8)(I + N^16)(I + N^32)
+
+  The rest is the same chunked recurrence (intra-chunk attention with pairwise decays, then a
+  scan over chunks carrying the recurrent state).
+
+``install()`` swaps both into transformers' Qwen3.5 module (training and prefill; the
+one-token decode path is untouched). Tests check outputs and gradients against the
+originals.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def unit_lower_inverse(strict_lower: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``I + N`` for strictly lower-triangular ``N`` (last two dims square, size a power of 2 or not)."""
+    size = strict_lower.shape[-1]
+    eye = torch.eye(size, dtype=strict_lower.dtype, device=strict_lower.device)
+    inverse = eye - strict_lower
+    power, reach = strict_lower, 2
+    while reach < size:
+        power = power @ power  # N^(2^k)
+        inverse = inverse @ (eye + power)
+        reach *= 2
+    return inverse
+
+
+def chunk_gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, initial_state=None,
+                           output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False, **_):
+    """Same contract as transformers' ``torch_chunk_gated_delta_rule`` (shapes [B, T, H, D])."""
+    out_dtype = query.dtype
+    batch, length, k_heads, k_dim = key.shape
+    v_heads, v_dim = value.shape[-2:]
+    if k_heads != v_heads:  # grouped heads: each key head serves consecutive value heads
+        query = query.repeat_interleave(v_heads // k_heads, dim=2)
+        key = key.repeat_interleave(v_heads // k_heads, dim=2)
+    query, key, value = (x.transpose(1, 2).float() for x in (query, key, value))
+    beta, g = beta.transpose(1, 2).float(), g.transpose(1, 2).float()
+    if use_qk_l2norm_in_kernel:
+        query = query * torch.rsqrt((query * query).sum(-1, keepdim=True) + 1e-6)
+        key = key * torch.rsqrt((key * key).sum(-1, keepdim=True) + 1e-6)
+    query = query * k_dim**-0.5
+
+    pad = (chunk_size - length % chunk_size) % chunk_size
+    query, key, value = (F.pad(x, (0, 0, 0, pad)) for x in (query, key, value))
+    beta, g = F.pad(beta, (0, pad)), F.pad(g, (0, pad))
+    chunks = (length + pad) // chunk_size
+    shape = lambda x: x.reshape(batch, v_heads, chunks, chunk_size, -1)  # noqa: E731
+    query, key, value = shape(query), shape(key), shape(value)
+    beta, g = beta.reshape(batch, v_heads, chunks, chunk_size), g.reshape(batch, v_heads, chunks, chunk_size)
+
+    cum = g.cumsum(-1)  # log of the decay from the chunk start to each position
+    causal = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=query.device).tril()
+    decay = (cum.unsqueeze(-1) - cum.unsqueeze(-2)).masked_fill(~causal, float("-inf")).exp()
+    k_beta = key * beta.unsqueeze(-1)
+    strict = ((k_beta @ key.transpose(-1, -2)) * decay).tril(-1)
+    inverse = unit_lower_inverse(strict)
+    corrected_values = inverse @ (value * beta.unsqueeze(-1))
+    state_readers = inverse @ (k_beta * cum.exp().unsqueeze(-1))
+    intra = (query @ key.transpose(-1, -2)) * decay
+
+    q_decayed = query * cum.exp().unsqueeze(-1)
+    k_to_end = key * (cum[..., -1:] - cum).exp().unsqueeze(-1)
+    chunk_decay = cum[..., -1].exp()[..., None, None]
+    state = (torch.zeros(batch, v_heads, k_dim, v_dim, dtype=torch.float32, device=query.device)
+             if initial_state is None else initial_state.float())
+    outputs = []
+    for i in range(chunks):
+        delta = corrected_values[:, :, i] - state_readers[:, :, i] @ state
+        outputs.append(q_decayed[:, :, i] @ state + intra[:, :, i] @ delta)
+        state = state * chunk_decay[:, :, i] + k_to_end[:, :, i].transpose(-1, -2) @ delta
+    out = torch.stack(outputs, dim=2).reshape(batch, v_heads, -1, v_dim)[:, :, :length]
+    return out.transpose(1, 2).contiguous().to(out_dtype), (state if output_final_state else None)
+
+
+def causal_depthwise_conv1d(hidden_states: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                            activation: str | None = None, **_) -> torch.Tensor:
+    """Same contract as transformers' ``causal_conv1d_fn``: x [B, C, T], weight [C, K] -> [B, C, T]."""
+    length, kernel = hidden_states.shape[-1], weight.shape[-1]
+    padded = F.pad(hidden_states.to(weight.dtype), (kernel - 1, 0))
+    out = sum(weight[:, k, None] * padded[:, :, k : k + length] for k in range(kernel))
+    if bias is not None:
+        out = out + bias[:, None]
+    if activation in ("silu", "swish"):
+        out = F.silu(out)
+    elif activation is not None:
+        raise ValueError(f"unsupported activation {activation!r}")
+    return out.to(hidden_states.dtype)
+
+
+REPLACEMENTS = {"torch_chunk_gated_delta_rule": chunk_gated_delta_rule, "causal_conv1d_fn": causal_depthwise_conv1d}
+
+
+def install() -> None:
+    """Use these implementations in transformers' Qwen3.5 layers (idempotent; originals kept).
+
+    botpsy calls this whenever it builds or loads a model; set ``BOTPSY_REFERENCE_KERNELS=1``
+    to keep transformers' own fallbacks instead.
+    """
+    import os
+
+    from transformers.models.qwen3_5 import modeling_qwen3_5
+
+    if os.environ.get("BOTPSY_REFERENCE_KERNELS") == "1":
+        return
+
+    originals = modeling_qwen3_5.__dict__.setdefault("_botpsy_originals", {})
+    for name, replacement in REPLACEMENTS.items():
+        originals.setdefault(name, getattr(modeling_qwen3_5, name))
+        setattr(modeling_qwen3_5, name, replacement)
+
+
+def uninstall() -> None:
+    from transformers.models.qwen3_5 import modeling_qwen3_5
+
+    for name, original in modeling_qwen3_5.__dict__.get("_botpsy_originals", {}).items():
+        setattr(modeling_qwen3_5, name, original)

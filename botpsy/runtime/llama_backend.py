@@ -193,7 +193,9 @@ class LlamaBackend(Backend):
     def _decode_one(self, token: int) -> None:
         self._one[0] = token
         if llama_cpp.llama_decode(self._ctx, llama_cpp.llama_batch_get_one(self._one, 1)) != 0:
-            raise BackendError(f"llama.cpp could not decode at position {len(self._evaluated)} (context full?)")
+            position = len(self._evaluated)
+            self._clear()
+            raise BackendError(f"llama.cpp could not decode at position {position} (context full?)")
         self._evaluated.append(token)
         self._logits_fresh = True
 

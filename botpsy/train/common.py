@@ -55,6 +55,22 @@ def collate(items: list[Encoded], pad_id: int) -> tuple[torch.Tensor, torch.Tens
     return ids, labels
 
 
+def causal_lm_loss(model, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token loss over labelled positions, projecting only those to the vocabulary.
+
+    Equal to ``model(input_ids, labels=labels).loss``, but the LM head runs on the few
+    positions that carry loss (under 10% of an agent trajectory: the rest is system prompt,
+    tools and tool results), which saves a fifth of a tiny model's step and the full
+    [batch, length, vocab] logits tensor. ``model`` must be the bare ``*ForCausalLM``
+    (callers under multi-process accelerate use the model's own loss instead).
+    """
+    hidden = model.model(input_ids=input_ids).last_hidden_state[:, :-1]
+    targets = labels[:, 1:]
+    keep = targets != IGNORE
+    logits = model.lm_head(hidden[keep])
+    return torch.nn.functional.cross_entropy(logits.float(), targets[keep])
+
+
 def cosine_with_warmup(warmup_steps: int, total_steps: int, min_ratio: float):
     """LR multiplier: linear warm-up, then cosine decay to ``min_ratio``."""
 

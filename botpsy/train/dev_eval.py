@@ -17,7 +17,7 @@ import torch
 from jsonschema import Draft202012Validator
 
 from botpsy.chat.template import render
-from botpsy.train.common import collate
+from botpsy.train.common import causal_lm_loss, collate
 from botpsy.train.encode import Encoded, without_reasoning
 
 
@@ -100,6 +100,6 @@ def mean_loss(model, items: list[Encoded], pad_id: int, batch_size: int = 8) -> 
         n = int((labels[:, 1:] != -100).sum())
         if n == 0:
             continue
-        total += float(model(input_ids=ids, labels=labels).loss) * n
+        total += float(causal_lm_loss(model, ids, labels)) * n
         tokens += n
     return total / max(1, tokens)

@@ -160,7 +160,11 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
             micro = shard[progress.batch_in_epoch : progress.batch_in_epoch + config.grad_accum]
             for batch in micro:
                 ids, labels = common.collate([train[i] for i in batch], pad_id)
-                loss = model(input_ids=ids.to(accelerator.device), labels=labels.to(accelerator.device)).loss
+                ids, labels = ids.to(accelerator.device), labels.to(accelerator.device)
+                if accelerator.num_processes == 1:
+                    loss = common.causal_lm_loss(model, ids, labels)
+                else:  # the wrapped model's own forward keeps gradient synchronisation intact
+                    loss = model(input_ids=ids, labels=labels).loss
                 # Accumulate by hand: each micro-batch contributes an equal share of the step.
                 accelerator.backward(loss / len(micro))
                 losses.append(loss.item())

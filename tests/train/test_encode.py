@@ -43,3 +43,16 @@ def test_loss_only_on_assistant_turns_of_each_query(tiny_tokenizer, thinking):
 
 def test_too_long_sequences_are_dropped(tiny_tokenizer):
     assert encode_example({"messages": MULTI, "tools": [ALARM]}, tiny_tokenizer, 16) == []
+
+
+def test_loss_on_labelled_positions_equals_the_models_own_loss(tiny_checkpoint, tiny_tokenizer):
+    import torch
+
+    from botpsy.model.checkpoint import load_checkpoint
+    from botpsy.train.common import causal_lm_loss, collate
+
+    model = load_checkpoint(tiny_checkpoint).model
+    encoded = encode_example({"messages": MULTI, "tools": [ALARM, WEATHER]}, tiny_tokenizer, 4096)
+    ids, labels = collate(encoded, tiny_tokenizer.pad_token_id)
+    with torch.no_grad():
+        assert torch.allclose(causal_lm_loss(model, ids, labels), model(input_ids=ids, labels=labels).loss, atol=1e-5)

@@ -1,0 +1,192 @@
+"""``botpsy chat``: one-shot JSON, confirmation policy, clear model errors, and a real pty session."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from botpsy.agent.chat import ChatConfig, ChatSession, Display, main
+from botpsy.agent.loop import Agent
+from botpsy.agent.show import Style
+from botpsy.runtime.scripted import ScriptedBackend
+from botpsy.world import World
+from tests.agent.conftest import call, turn
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def write_replies(path: Path, replies: list[str]) -> str:
+    path.write_text(json.dumps(replies))
+    return f"scripted:{path}"
+
+
+def contact_of(db: Path) -> str:
+    world = World(str(db))
+    contact = world.read("SELECT id FROM contacts ORDER BY id LIMIT 1")[0]["id"]
+    world.close()
+    return contact
+
+
+def state(db: Path) -> dict:
+    world = World(str(db))
+    snapshot = world.snapshot(full=True)
+    world.close()
+    return snapshot
+
+
+def test_one_shot_json_prints_steps_and_answer(tmp_path, capsys):
+    model = write_replies(tmp_path / "r.json", [turn("", call("set_alarm", time="07:00")), turn("Alarm set for 7.")])
+    code = main(ChatConfig(request="set an alarm for 7", model=model, db=str(tmp_path / "d.sqlite"), json=True))
+    record = json.loads(capsys.readouterr().out)
+    assert code == 0 and record["answer"] == "Alarm set for 7." and record["stop_reason"] == "answer"
+    assert [s["type"] for s in record["steps"]] == ["model", "tool", "model", "final"]
+    assert record["steps"][1]["result"]["time"] == "07:00"
+    assert record["stats"]["tool_calls"] == 1 and record["sensitive_calls"] == "declined"
+    alarms = state(tmp_path / "d.sqlite")["alarms"]
+    assert any(row["time"] == "07:00" for row in alarms.values())
+
+
+@pytest.mark.parametrize("yes", [False, True])
+def test_one_shot_declines_sensitive_calls_unless_yes(tmp_path, capsys, yes):
+    db = tmp_path / "d.sqlite"
+    World(str(db)).close()
+    contact, before = contact_of(db), state(db)
+    model = write_replies(tmp_path / "r.json", [turn("", call("send_message", contact_id=contact, text="hi")),
+                                                turn("Done.")])
+    main(ChatConfig(request="text them hi", model=model, db=str(db), json=True, yes=yes))
+    record = json.loads(capsys.readouterr().out)
+    confirmation = next(s for s in record["steps"] if s["type"] == "confirmation")
+    assert confirmation["approved"] is yes
+    assert (state(db) == before) is not yes
+
+
+def test_missing_and_corrupt_models_get_a_clear_message(tmp_path, capsys):
+    assert main(ChatConfig(request="hi", model=str(tmp_path / "none.gguf"), db=str(tmp_path / "d.sqlite"))) == 2
+    assert "does not exist" in capsys.readouterr().err
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 10)
+    assert main(ChatConfig(request="hi", model=str(bad), db=str(tmp_path / "d.sqlite"))) == 2
+    err = capsys.readouterr().err
+    assert "bad.gguf" in err and "Traceback" not in err
+    assert main(ChatConfig(request="hi", model=write_replies(tmp_path / "r.json", []) + "x",
+                           db=str(tmp_path / "d.sqlite"))) == 2
+
+
+def test_a_file_that_is_not_a_device_database_is_refused(tmp_path):
+    db = tmp_path / "notes.txt"
+    db.write_text("not a database" * 100)
+    model = write_replies(tmp_path / "r.json", [turn("Hi.")])
+    with pytest.raises(ValueError, match="not a botpsy device database"):
+        main(ChatConfig(request="hi", model=model, db=str(db)))
+
+
+def test_session_commands_and_approval(tmp_path):
+    world = World(":memory:", seed=3)
+    contact = world.read("SELECT id FROM contacts ORDER BY id LIMIT 1")[0]["id"]
+    backend = ScriptedBackend([turn("", call("send_message", contact_id=contact, text="hi")), turn("Sent.")])
+    answers = iter(["y"])
+    out = _Buffer()
+    session = ChatSession(Agent(backend, world), Display(out, Style(), show_thinking=False),
+                          read=lambda prompt: out.echo(prompt, next(answers)))
+    session.ask("text them hi")
+    text = out.getvalue()
+    assert "allow it? [y/N] y" in text and "[approved]" in text and '"sent"' in text
+    assert "(thinking..." in text and "Let me think" not in text  # reasoning hidden
+    for command in ("/tools", "/state", "/stats", "/think on", "/nonsense"):
+        assert session.command(command)
+    text = out.getvalue()
+    assert "* send_message" in text and "settings: wifi=" in text and "completion_tokens" in text
+    assert "reasoning is shown" in text and "/quit" in text
+    assert not session.command("/quit")
+
+
+class _Buffer:
+    def __init__(self):
+        self.parts = []
+
+    def write(self, text):
+        self.parts.append(text)
+
+    def flush(self):
+        pass
+
+    def echo(self, prompt, answer):
+        self.parts.append(prompt + answer + "\n")
+        return answer
+
+    def getvalue(self):
+        return "".join(self.parts)
+
+
+# ---- a real terminal -------------------------------------------------------------------------
+
+
+class Terminal:
+    """``botpsy chat`` on a pseudo-terminal: send keystrokes, wait for text (ANSI codes kept in ``raw``)."""
+
+    def __init__(self, args: list[str]):
+        master, slave = os.openpty()
+        env = {**os.environ, "TERM": "xterm", "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "botpsy.cli", "chat", *args], stdin=slave, stdout=slave,
+                                     stderr=slave, cwd=ROOT, env=env, close_fds=True)
+        os.close(slave)
+        self.master, self.raw = master, ""
+
+    def expect(self, text: str, timeout: float = 30.0) -> None:
+        deadline = time.time() + timeout
+        while text not in ANSI.sub("", self.raw):
+            left = deadline - time.time()
+            if left <= 0 or self.proc.poll() is not None and not select.select([self.master], [], [], 0)[0]:
+                raise AssertionError(f"did not see {text!r}; screen:\n{ANSI.sub('', self.raw)[-2000:]}")
+            if select.select([self.master], [], [], min(left, 0.2))[0]:
+                try:
+                    self.raw += os.read(self.master, 65536).decode("utf-8", "replace")
+                except OSError:  # the child closed the terminal
+                    pass
+
+    def send(self, line: str) -> None:
+        os.write(self.master, (line + "\n").encode())
+
+    def close(self) -> int:
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            os.close(self.master)
+
+
+def test_declining_in_a_real_terminal_leaves_the_database_unchanged(tmp_path):
+    db = tmp_path / "device.sqlite"
+    World(str(db), seed=5).close()
+    contact, before = contact_of(db), state(db)
+    model = write_replies(tmp_path / "r.json", [
+        turn("", call("send_message", contact_id=contact, text="I'm running late"),
+             reasoning="The user wants to text their contact."),
+        turn("OK, I did not send it."),
+    ])
+    term = Terminal(["--model", model, "--db", str(db)])
+    term.expect("you> ")
+    term.send("tell them I'm running late")
+    term.expect("allow it? [y/N]")
+    assert "\x1b[2mthinking: " in term.raw  # reasoning streams dimmed on a terminal
+    term.send("n")
+    term.expect("assistant: OK, I did not send it.")
+    term.expect("you> ")
+    term.send("/stats")
+    term.expect("completion_tokens")
+    term.send("/quit")
+    assert term.close() == 0
+    screen = ANSI.sub("", term.raw)
+    assert "[declined]" in screen and "declined_by_user" in screen
+    assert state(db) == before
+    world = World(str(db))
+    assert [a["status"] for a in world.audit_log() if a["actor"] == "user"] == ["declined"]
+    world.close()

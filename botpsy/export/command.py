@@ -1,0 +1,142 @@
+"""``botpsy export``: a checkpoint -> the release GGUF files (bf16, Q8_0, Q4_K_M) + meta.json.
+
+Steps: refuse what cannot be exported (architecture, matrix widths the formats cannot
+block), write a float32 GGUF with botpsy's writer (tokenizer and chat template embedded),
+make each format from it with llama.cpp's quantizer, read every file back and check its
+tensor types, and record sizes, SHA-256 and type counts in ``DIR/meta.json``.
+
+Example::
+
+    botpsy export runs/speedrun/sft --out runs/speedrun/gguf --formats bf16,q8_0,q4_k_m
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import botpsy
+from botpsy.config import config_to_dict
+from botpsy.export.gguf_file import check_gguf_file, tensor_type_counts
+from botpsy.export.gguf_writer import (
+    ExportError,
+    gguf_architecture,
+    gguf_tensors,
+    quantization_problems,
+    tokenizer_notices,
+    write_gguf,
+)
+from botpsy.export.quantize import FORMATS, Format, file_name, quantize_gguf, resolve_format
+from botpsy.output import emit, table
+
+DEFAULT_FORMATS = "bf16,q8_0,q4_k_m"
+
+
+@dataclass
+class ExportConfig:
+    """Export a checkpoint to GGUF in the release formats, checking every file it writes."""
+
+    checkpoint: str = field(default="runs/speedrun/sft", metadata={"help": "Checkpoint folder to export.", "positional": True})
+    out: str = field(default="runs/speedrun/gguf", metadata={"help": "Folder for the GGUF files and meta.json."})
+    formats: str = field(default=DEFAULT_FORMATS, metadata={"help": f"Comma-separated formats from {', '.join(FORMATS)}."})
+    keep_f32: bool = field(default=False, metadata={"help": "Keep the float32 intermediate model-f32.gguf."})
+    threads: int = field(default=0, metadata={"help": "Quantizer threads (0: all cores)."})
+    name: str = field(default="botpsy", metadata={"help": "Model name written into the GGUF metadata."})
+    json: bool = field(default=False, metadata={"help": "Print the result as JSON."})
+
+
+def parse_formats(text: str) -> list[str]:
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ExportError("--formats is empty; give e.g. bf16,q8_0,q4_k_m")
+    unknown = [n for n in names if n not in FORMATS]
+    if unknown:
+        raise ExportError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}")
+    return list(dict.fromkeys(names))
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def describe_file(path: Path, fmt: Format) -> dict:
+    return {"file": path.name, "format": fmt.name, "description": fmt.description, "bytes": path.stat().st_size,
+            "sha256": sha256(path), "tensor_types": tensor_type_counts(path)}
+
+
+def export_checkpoint(config: ExportConfig) -> dict:
+    """Do the export described by ``config``; return the record written to ``meta.json``."""
+    from botpsy.model.checkpoint import load_checkpoint, read_model_type
+
+    read_model_type(config.checkpoint)  # refuses unsupported models before loading anything
+    resolved = [resolve_format(n) for n in parse_formats(config.formats)]
+    checkpoint = load_checkpoint(config.checkpoint, dtype="float32")
+    model, model_config = checkpoint.model, checkpoint.model.config
+    arch = gguf_architecture(model_config)
+    tensors = list(gguf_tensors(model))
+    problems = [p for fmt, _ in resolved for p in quantization_problems(tensors, model_config, fmt.name)]
+    if problems:
+        raise ExportError("refusing to export, llama.cpp would silently use other types: " + "; ".join(problems))
+
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    float_path = write_gguf(model, checkpoint.tokenizer, out / (file_name("f32") + ".partial"), name=config.name, tensors=tensors)
+    check_gguf_file(float_path)
+    files, notices = {}, tokenizer_notices(checkpoint.tokenizer)
+    try:
+        for fmt, notice in resolved:
+            if notice:
+                notices.append(notice)
+            target = out / file_name(fmt.name)
+            if fmt.name == "f32":
+                continue  # renamed from the intermediate below
+            partial = quantize_gguf(float_path, target.with_name(target.name + ".partial"), fmt, config.threads)
+            os.replace(partial, target)  # only checked files get their final name
+            files[fmt.name] = describe_file(target, fmt)
+    finally:
+        keep = any(fmt.name == "f32" for fmt, _ in resolved) or config.keep_f32
+        if keep:
+            os.replace(float_path, out / file_name("f32"))
+            files["f32"] = describe_file(out / file_name("f32"), FORMATS["f32"])
+        else:
+            float_path.unlink(missing_ok=True)
+
+    record = {
+        "stage": "gguf",
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "botpsy_version": botpsy.__version__,
+        "checkpoint": str(checkpoint.path),
+        "checkpoint_stage": checkpoint.meta.get("stage"),
+        "model_type": model_config.model_type,
+        "architecture": arch,
+        "vocab_size": model_config.vocab_size,
+        "chat_template": "botpsy.model.tokenizer.CHAT_TEMPLATE (Qwen3.5 wire format)",
+        "notices": notices,
+        "files": files,
+        "config": config_to_dict(config),
+    }
+    (out / "meta.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def human_summary(record: dict) -> str:
+    rows = [{"format": name, "file": f["file"], "MiB": f"{f['bytes'] / 2**20:.2f}",
+             "tensor types": ", ".join(f"{k} {v}" for k, v in f["tensor_types"].items())}
+            for name, f in record["files"].items()]
+    lines = [f"exported {record['checkpoint']} ({record['model_type']} -> GGUF {record['architecture']})", table(rows)]
+    lines += [f"note: {n}" for n in record["notices"]]
+    return "\n".join(lines)
+
+
+def main(config: ExportConfig) -> int:
+    record = export_checkpoint(config)
+    emit(record, config.json, human_summary)
+    return 0

@@ -1,0 +1,69 @@
+"""Fixtures for the export tests: a briefly trained default-spec model and its exported GGUFs.
+
+The model is the default 4-layer spec (three Gated-DeltaNet layers, one attention layer,
+4 key / 8 value linear heads, so value-head tiling is exercised). Six AdamW steps on the
+parity texts make its greedy continuations real text (an untrained model repeats one
+token), so the greedy-text comparison means something. (Fewer texts trained harder, e.g.
+eight steps at 5e-3 on 90 tokens, overfit into near-flat logits elsewhere whose top-1 flips
+under any rounding: Q8_0 then misses 99% while its KL stays at 6e-4.)
+
+Torch runs single-threaded here: these tensors are tiny, and on a busy 2-core machine two
+spinning threads made a training step ten times slower than one.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import SAMPLE_TEXTS
+
+
+@pytest.fixture(scope="package", autouse=True)
+def single_torch_thread():
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def train_briefly(model, tokenizer, texts: list[str], steps: int = 6, lr: float = 3e-3) -> float:
+    """A few full-batch next-token steps on ``texts`` joined into one row; returns the last loss."""
+    import torch
+
+    ids = torch.tensor([tokenizer("<|endoftext|>".join(texts))["input_ids"]])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        loss = model(ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    return loss.item()
+
+
+@pytest.fixture(scope="package")
+def hybrid_checkpoint(tmp_path_factory, tiny_tokenizer):
+    """The default-spec reference model, trained for six steps and saved."""
+    from botpsy.export.parity import MIXED_TEXTS, chat_texts
+    from botpsy.model.checkpoint import save_checkpoint
+    from botpsy.model.reference import ModelSpec, build_model
+
+    model = build_model(ModelSpec(), tiny_tokenizer, seed=0)
+    texts = SAMPLE_TEXTS[:6] + list(MIXED_TEXTS.values()) + [chat_texts()["chat"]]
+    loss = train_briefly(model, tiny_tokenizer, texts)
+    path = tmp_path_factory.mktemp("hybrid") / "sft"
+    save_checkpoint(model, tiny_tokenizer, path, stage="sft", meta={"test_train_loss": loss})
+    return path
+
+
+@pytest.fixture(scope="package")
+def exported(tmp_path_factory, hybrid_checkpoint):
+    """(meta.json record, folder) of ``botpsy export`` on the hybrid checkpoint, the three release formats."""
+    from botpsy.export.command import ExportConfig, export_checkpoint
+
+    out = tmp_path_factory.mktemp("gguf")
+    record = export_checkpoint(ExportConfig(checkpoint=str(hybrid_checkpoint), out=str(out), threads=1))
+    return record, out

@@ -2,8 +2,8 @@
 
 Each step builds a stage's config from the speedrun's own settings and calls that stage's
 ``main(config)``, exactly as ``botpsy <stage>`` would; its resolved config is saved beside
-its output. Steps whose outputs already exist are skipped, so a stopped speedrun picks up
-where it left off (``--fresh`` starts over). Stage timings go to ``speedrun.json``.
+its output. Steps that finished before (recorded in ``speedrun.json``, output present) are
+skipped, so a stopped speedrun picks up where it left off (``--fresh`` starts over). Stage timings go to ``speedrun.json``.
 
     botpsy speedrun                 # or: bash runs/speedrun.sh (which also sets up .venv)
     botpsy speedrun --run runs/try2 --sft-steps 100
@@ -88,12 +88,28 @@ def step_sft(cfg: SpeedrunConfig, run: Path):
     return main(stage_cfg)
 
 
+def step_export(cfg: SpeedrunConfig, run: Path):
+    from botpsy.export.command import ExportConfig, main
+
+    stage_cfg = ExportConfig(checkpoint=str(run / "sft"), out=str(run / "gguf"), threads=cfg.threads)
+    save_config(stage_cfg, run / "gguf" / "config.json")
+    return main(stage_cfg)
+
+
+def step_parity(cfg: SpeedrunConfig, run: Path):
+    from botpsy.export.parity import ParityConfig, main
+
+    return main(ParityConfig(checkpoint=str(run / "sft"), gguf_dir=str(run / "gguf"), threads=cfg.threads))
+
+
 STEPS = [
     Step("tasks", "tasks/test.jsonl", step_tasks),
     Step("data", "data/meta.json", step_data),
     Step("tokenizer", "tokenizer/meta.json", step_tokenizer),
     Step("init", "base/meta.json", step_init),
     Step("sft", "sft/meta.json", step_sft),
+    Step("export", "gguf/meta.json", step_export),
+    Step("parity", "gguf/parity.json", step_parity),
 ]
 
 
@@ -111,7 +127,7 @@ def main(config: SpeedrunConfig) -> int:
     for step in STEPS:
         if config.only and step.name not in config.only:
             continue
-        if (run / step.output).exists() and not config.only:
+        if step.name in timings and (run / step.output).exists() and not config.only:
             print(f"[speedrun] {step.name}: done already ({run / step.output})")
             continue
         print(f"[speedrun] {step.name} ...", flush=True)

@@ -46,6 +46,7 @@ class SFTConfig:
     max_length: int = field(default=2048, metadata={"help": "Longer sequences are skipped (and counted)."})
     eval_every: int = field(default=100, metadata={"help": "Steps between dev evaluations (0: only at the end)."})
     eval_examples: int = field(default=24, metadata={"help": "Dev examples whose first call is generated and scored."})
+    test_examples: int = field(default=100, metadata={"help": "At the end, score the first call of up to this many single-call test-split tasks (DATA/test.jsonl, held-out templates) and record it in meta.json."})
     eval_max_new_tokens: int = field(default=160, metadata={"help": "Generation limit for the dev call check."})
     save_every: int = field(default=50, metadata={"help": "Steps between resumable checkpoints."})
     resume: bool = field(default=True, metadata={"help": "Continue from OUT/train_state if it exists."})
@@ -120,12 +121,18 @@ def main(config: SFTConfig) -> int:
     if result is None:  # interrupted on purpose (tests)
         return 0
     model = accelerator.unwrap_model(model)
+    test_file = Path(config.data) / "test.jsonl"
+    if config.test_examples and test_file.is_file():
+        singles = [r for r in read_jsonl(test_file) if r.get("kind") == "single"][: config.test_examples]
+        result["test_single_call"] = dev_eval.call_accuracy(model, tokenizer, singles, config.eval_max_new_tokens)
     meta = {"init": config.init, "init_stage": ckpt.meta.get("stage"), "data": config.data,
             "data_meta": _read_meta(Path(config.data)), "config": vars(config), **plan, **result}
     if accelerator.is_main_process:
         save_checkpoint(model, tokenizer, out, stage=config.stage, meta=meta)
     emit(result, config.json, lambda r: f"{config.stage}: {r['steps']} steps, final dev loss {r['dev']['loss']:.3f}, "
-         f"exact calls {r['dev'].get('exact_call_rate', 0):.0%} -> {out}")
+         f"dev exact calls {r['dev'].get('exact_call_rate', 0):.0%}"
+         + (f", test single-call: schema-valid {r['test_single_call']['schema_valid_rate']:.0%}, exact "
+            f"{r['test_single_call']['exact_call_rate']:.0%}" if "test_single_call" in r else "") + f" -> {out}")
     return 0
 
 

@@ -215,3 +215,26 @@ def test_final_step_is_always_last_and_serialises():
     records = [s.to_dict() for s in steps]
     assert [r["type"] for r in records] == ["model", "final"]
     json.dumps(records)
+
+
+def test_prompt_renderer_equals_the_full_render_on_every_turn():
+    from botpsy.agent.loop import PromptRenderer, model_view
+    from botpsy.runtime.generate import chat_prompt
+    from botpsy.world import replay_gold
+
+    renderer = PromptRenderer()
+    checked = 0
+    for task in generate_tasks("test", 30, seed=1):
+        messages = replay_gold(task).messages
+        messages.insert(3, {"role": "tool", "name": "x", "content": json.dumps({"text": INJECTION})})
+        for end in range(2, len(messages) + 1):
+            if not any(m["role"] == "user" for m in messages[:end]):
+                continue
+            for thinking in (True, False):
+                expected = chat_prompt(model_view(messages[:end]), task.tools, thinking)
+                assert renderer.prompt(messages[:end], task.tools, thinking) == expected
+                checked += 1
+    no_system = [{"role": "user", "content": "hi"}]
+    assert renderer.prompt(no_system, [], True) == chat_prompt(no_system, [], True)
+    assert renderer.prompt(no_system, task.tools, True) == chat_prompt(no_system, task.tools, True)
+    assert checked > 200

@@ -1,0 +1,135 @@
+"""The llama.cpp backend on a tiny hybrid GGUF: streaming, determinism, parity with transformers, state reuse."""
+
+from __future__ import annotations
+
+import pytest
+
+from botpsy.chat.template import generation_prompt
+from botpsy.runtime.backend import BackendError, BackendOptions, SamplingConfig, Utf8Decoder
+from botpsy.runtime.generate import GenerateConfig, chat_prompt, generate
+
+pytestmark = pytest.mark.slow
+
+GREEDY = SamplingConfig(temperature=0)
+SAMPLED = SamplingConfig(temperature=1.0, top_k=0, top_p=1.0, seed=11)  # every logit matters to the draw
+PROMPTS = ["<|im_start|>user\nSet an alarm for 7:30.<|im_end|>\n" + generation_prompt(True),
+           "Send a message to Alice", "The user wants"]
+TOOLS = [{"type": "function", "function": {"name": "set_alarm", "description": "Set an alarm for the user.",
+                                           "parameters": {"type": "object", "properties": {
+                                               "hour": {"type": "integer"}, "minute": {"type": "integer"}}}}}]
+
+
+def ids_of(stream) -> list[int]:
+    return [token.id for token in stream]
+
+
+def test_stream_is_incremental_and_continues_from_live_state(llama_f32):
+    ids = llama_f32.tokenize(PROMPTS[0])
+    llama_f32.reset()
+    full = ids_of(llama_f32.stream(ids, GREEDY, 12))
+    llama_f32.reset()
+    stream = llama_f32.stream(ids, GREEDY, 12)
+    head = [next(stream).id for _ in range(3)]
+    stream.close()  # stops decoding: nothing after the third token is computed
+    assert stream.info.prompt_tokens == len(ids) and stream.info.prefill_ms > 0 and stream.info.finish_reason is None
+    rest = llama_f32.stream(ids + head, GREEDY, 9)
+    assert head + ids_of(rest) == full
+    assert rest.info.reused_tokens == len(ids) + 2  # the third token was sampled but never evaluated
+    assert rest.info.finish_reason == "length" and not rest.info.cache_hit
+
+
+def test_greedy_is_deterministic_and_stops_at_end_of_turn(llama_f32):
+    ids = llama_f32.tokenize(PROMPTS[1])
+    runs = []
+    for _ in range(2):
+        llama_f32.reset()
+        stream = llama_f32.stream(ids, GREEDY, 40)
+        runs.append([(t.id, t.text) for t in stream])
+    assert runs[0] == runs[1]
+    assert stream.info.finish_reason == "stop" and runs[0][-1][1] in ("<|im_end|>", "<|endoftext|>")
+    assert "".join(text for _, text in runs[0]) == llama_f32.detokenize([i for i, _ in runs[0]])
+
+
+def test_greedy_tokens_match_transformers_until_a_near_tie(llama_f32, hf_backend):
+    """f32 GGUF vs transformers: equal greedy ids wherever the top two logits differ by more than 1e-3."""
+    import torch
+
+    compared = 0
+    for prompt in PROMPTS:
+        ids = hf_backend.tokenize(prompt)
+        assert llama_f32.tokenize(prompt) == ids
+        llama_f32.reset()
+        ours, theirs = ids_of(llama_f32.stream(ids, GREEDY, 8)), ids_of(hf_backend.stream(ids, GREEDY, 8))
+        with torch.no_grad():
+            logits = hf_backend.model(torch.tensor([ids + theirs])).logits[0, len(ids) - 1:]
+        top2 = logits.topk(2).values
+        decisive = next((i for i, (a, b) in enumerate(top2.tolist()) if a - b < 1e-3), len(theirs))
+        assert ours[:decisive] == theirs[:decisive], prompt
+        compared += decisive
+    assert compared >= 12, "the trained model should give decisive greedy tokens"
+
+
+def test_prefix_cache_restore_equals_a_cold_run(llama_f32):
+    """Whole-state save/restore at the prefix boundary on the hybrid model: identical tokens, greedy and sampled."""
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Set an alarm for 7:30."}]
+    prompt, prefix = chat_prompt(messages, TOOLS)
+    prefix_ids = llama_f32.tokenize(prefix)
+    ids = prefix_ids + llama_f32.tokenize(prompt[len(prefix):])
+    for sampling in (GREEDY, SAMPLED):
+        llama_f32.reset(clear_prefix_cache=True)
+        cold = llama_f32.stream(ids, sampling, 24)
+        cold_ids = ids_of(cold)
+        llama_f32.reset()
+        first = llama_f32.stream(ids, sampling, 24, prefix_tokens=len(prefix_ids))
+        first_ids = ids_of(first)
+        llama_f32.reset()  # drop the live context so the saved prefix state has to be restored
+        cached = llama_f32.stream(ids, sampling, 24, prefix_tokens=len(prefix_ids))
+        assert ids_of(cached) == first_ids == cold_ids
+        assert (cold.info.cache_hit, first.info.cache_hit, cached.info.cache_hit) == (False, False, True)
+        assert cached.info.reused_tokens == len(prefix_ids)
+    stats = llama_f32.prefix_cache.stats()
+    assert stats.entries == 1 and stats.bytes > 0
+
+
+def test_generate_reports_a_cache_hit_on_the_second_turn(llama_f32):
+    llama_f32.reset(clear_prefix_cache=True)
+    config = GenerateConfig(max_tokens=16, sampling=GREEDY, thinking_budget=4)
+    results = []
+    for request in ("Set an alarm for 7:30.", "Send a message to Alice."):
+        messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": request}]
+        prompt, prefix = chat_prompt(messages, TOOLS)
+        results.append(generate(llama_f32, prompt, config, tools=TOOLS, cache_prefix=prefix))
+    first, second = results
+    assert not first.cache_hit and second.cache_hit
+    for result in results:
+        assert result.finish_reason in ("stop", "length") and result.completion_tokens >= 1
+        assert result.ttft_ms > 0 and result.prompt_tokens > len(llama_f32.tokenize(prefix))
+
+
+def test_split_utf8_characters_arrive_whole(llama_f32):
+    text = "Café 🙂 東京, naïve"  # not in the tokenizer's training texts: byte-level pieces
+    pieces = [llama_f32.piece(i) for i in llama_f32.tokenize(text)]
+    assert any(_invalid_utf8(piece) for piece in pieces), "the tiny vocabulary splits some characters into bytes"
+    decoder = Utf8Decoder()
+    assert "".join(decoder.feed(piece) for piece in pieces) == text
+
+
+def _invalid_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return False
+    except UnicodeDecodeError:
+        return True
+
+
+def test_prompt_longer_than_the_context_is_refused(runtime_ggufs):
+    from botpsy.runtime.llama_backend import LlamaBackend
+
+    with LlamaBackend(runtime_ggufs["q8_0"], BackendOptions(threads=1, n_ctx=256, n_batch=64)) as backend:
+        with pytest.raises(BackendError, match="context holds 256"):
+            list(backend.stream("word " * 300, GREEDY, 4))
+        long_prompt = backend.tokenize("Set an alarm for 7:30 tomorrow and call it gym. " * 12)
+        assert 64 < len(long_prompt) < 256  # prefilled in several batches
+        stream = backend.stream(long_prompt, SamplingConfig(temperature=1.0, seed=1), 1000)
+        assert 0 < len(ids_of(stream)) <= 256 - len(long_prompt)  # max_tokens is clamped to the space left
+

@@ -61,7 +61,7 @@ def test_multi_step_request_is_solved_end_to_end():
 def test_parse_error_is_fed_back_and_the_model_retries():
     broken = "Let me think.\n</think>\n\n<tool_call>\n<function=set_wifi>\n<parameter=enabled>\nfalse\n<|im_end|>"
     scripts = [broken, turn("", call("set_wifi", enabled=False)), turn("Done.")]
-    backend, world, messages, steps = run(scripts)
+    backend, _, _, steps = run(scripts)
     first = of_type(steps, ModelStep)[0]
     assert first.parse_errors and first.tool_calls == []
     assert not of_type(steps, ToolStep)[0].error  # the retried call ran
@@ -74,7 +74,7 @@ def test_parse_error_is_fed_back_and_the_model_retries():
 def test_validation_error_is_fed_back_as_the_tool_result():
     scripts = [turn("", call("set_brightness", level=250)), turn("", call("set_brightness", level=40)),
                turn("Brightness is 40.")]
-    backend, world, messages, steps = run(scripts)
+    backend, _, _, steps = run(scripts)
     bad, good = of_type(steps, ToolStep)
     assert bad.validation_error and bad.error == "invalid_arguments"
     assert not good.validation_error and good.error is None
@@ -141,9 +141,8 @@ def test_injected_markers_in_a_tool_result_cannot_pose_as_turns():
     created = world.call("create_note", {"title": "Club", "text": INJECTION})
     assert "error" not in created
     scripts = [turn("", call("search_notes", query="Club")), turn("Your note says to meet at 10.")]
-    backend, world, messages, steps = run(scripts, world=world)
-    prompt = backend.calls[1].prompt
-    after_result = prompt[len(backend.calls[0].prompt):]
+    backend, _, messages, _ = run(scripts, world=world)
+    after_result = backend.calls[1].prompt[len(backend.calls[0].prompt):]
     # exactly the structure the conversation has: the assistant turn, one tool turn, the new generation prompt
     assert after_result.count("<|im_start|>") == 2 and after_result.count("<|im_end|>") == 2
     assert after_result.count("<tool_response>") == 1 and after_result.count("</tool_response>") == 1

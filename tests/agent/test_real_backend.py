@@ -81,3 +81,12 @@ def test_solve_on_a_gguf_writes_records_with_real_timings(tiny_gguf, tmp_path, c
     assert code == 0 and summary["tasks"] == len(records) == 2
     assert all(r["steps"] and r["steps"][0]["prompt_tokens"] > 0 and r["steps"][0]["ttft_ms"] > 0 for r in records)
     assert 0.0 <= summary["success_rate"] <= 1.0 and summary["model_turns"] >= 2
+
+
+def test_solve_runs_a_checkpoint_folder_through_transformers(tiny_checkpoint, tmp_path, capsys):
+    out = tmp_path / "solve_hf"
+    code = solve_main(SolveConfig(model=str(tiny_checkpoint), split="test", n=1, out=str(out), max_tokens=6,
+                                  max_turns=1, json=True))
+    summary = json.loads(capsys.readouterr().out)
+    record = json.loads((out / "records.jsonl").read_text())
+    assert code == 0 and summary["tasks"] == 1 and record["steps"][0]["completion_tokens"] >= 1

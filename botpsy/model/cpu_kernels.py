@@ -7,16 +7,12 @@ training step here, and both have exact cheaper forms:
 * the depthwise causal convolution (kernel 4): PyTorch's grouped ``conv1d`` backward took
   most of the step; a sum of 4 shifted, scaled copies computes the same thing with
   elementwise ops whose backward is cheap.
-* the chunked gated delta rule: transformers' fallback for Qwen3.5's linear-attention layers solves a unit lower-triangular
-system per 64-token chunk with ``torch.linalg.solve_triangular``; on a CPU those batched
-64x64 solves (and their backward) took about 40% of a training step. The system matrix is
-``I + N`` with ``N`` strictly lower triangular, hence nilpotent (``N**64 == 0``), so its
-inverse is an exact finite product computed with matrix products only::
-
-    (I + N)^-1 = (I - N)(I + N^2)(I + N^4)(I + N^8)(I + N^16)(I + N^32)
-
-  The rest is the same chunked recurrence (intra-chunk attention with pairwise decays, then a
-  scan over chunks carrying the recurrent state).
+* the chunked gated delta rule: the fallback solves a unit lower-triangular system per
+  64-token chunk with ``torch.linalg.solve_triangular``; those batched 64x64 solves (and
+  their backward) took about 40% of a step. ``unit_lower_inverse`` builds the same inverse
+  by block forward substitution from matrix products alone. The rest is the same chunked
+  recurrence (intra-chunk attention with pairwise decays, then a scan over chunks carrying
+  the recurrent state).
 
 ``install()`` swaps both into transformers' Qwen3.5 module (training and prefill; the
 one-token decode path is untouched). Tests check outputs and gradients against the
@@ -29,17 +25,35 @@ import torch
 import torch.nn.functional as F
 
 
+def diagonal_blocks(matrix: torch.Tensor, size: int) -> torch.Tensor:
+    """The ``size`` x ``size`` blocks on the diagonal of [..., n, n] as [..., n // size, size, size]."""
+    tiles = matrix.unfold(-2, size, size).unfold(-2, size, size)  # [..., rows, cols, size, size]
+    return torch.diagonal(tiles, dim1=-4, dim2=-3).movedim(-1, -3)
+
+
 def unit_lower_inverse(strict_lower: torch.Tensor) -> torch.Tensor:
-    """Inverse of ``I + N`` for strictly lower-triangular ``N`` (last two dims square, size a power of 2 or not)."""
+    """Inverse of ``I + N`` for strictly lower-triangular ``N`` of size a power of two.
+
+    Block forward substitution, doubling the block size each round: with the inverses
+    ``X``, ``Y`` of two neighbouring diagonal blocks, the inverse of the block they form is
+    ``[[X, 0], [-Y A21 X, Y]]``. Only matrix products, and as stable as the triangular solve
+    (a power series in ``N`` would cancel huge terms when keys in a chunk are alike).
+    """
     size = strict_lower.shape[-1]
-    eye = torch.eye(size, dtype=strict_lower.dtype, device=strict_lower.device)
-    inverse = eye - strict_lower
-    power, reach = strict_lower, 2
-    while reach < size:
-        power = power @ power  # N^(2^k)
-        inverse = inverse @ (eye + power)
-        reach *= 2
-    return inverse
+    if size & (size - 1):
+        raise ValueError(f"chunk size {size} is not a power of two")
+    lead = strict_lower.shape[:-2]
+    blocks = torch.ones(*lead, size, 1, 1, dtype=strict_lower.dtype, device=strict_lower.device)
+    width = 1
+    while width < size:
+        lower_left = diagonal_blocks(strict_lower, 2 * width)[..., width:, :width]
+        first, second = blocks[..., 0::2, :, :], blocks[..., 1::2, :, :]
+        corner = -(second @ lower_left @ first)
+        top = torch.cat([first, torch.zeros_like(first)], dim=-1)
+        bottom = torch.cat([corner, second], dim=-1)
+        blocks = torch.cat([top, bottom], dim=-2)
+        width *= 2
+    return blocks[..., 0, :, :]
 
 
 def chunk_gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, initial_state=None,

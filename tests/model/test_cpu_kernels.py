@@ -69,3 +69,18 @@ def test_model_outputs_unchanged_by_install(tiny_checkpoint):
         finally:
             cpu_kernels.install()
     assert torch.allclose(fast, slow, atol=1e-4)
+
+
+def test_inverse_stays_exact_when_keys_in_a_chunk_are_alike():
+    """Identical keys (padding, repeated tokens) make N all-beta below the diagonal."""
+    strict = torch.full((2, 64, 64), 0.9).tril(-1)
+    inverse = cpu_kernels.unit_lower_inverse(strict)
+    assert torch.isfinite(inverse).all()
+    assert torch.allclose(inverse @ (torch.eye(64) + strict), torch.eye(64).expand(2, 64, 64), atol=1e-4)
+
+
+def test_chunk_rule_finite_on_repeated_tokens():
+    key = torch.ones(1, 256, 2, 16)
+    out, _ = cpu_kernels.chunk_gated_delta_rule(key, key, torch.ones(1, 256, 2, 16), torch.zeros(1, 256, 2),
+                                                torch.full((1, 256, 2), 0.9), use_qk_l2norm_in_kernel=True)
+    assert torch.isfinite(out).all()

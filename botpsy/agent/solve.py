@@ -145,7 +145,11 @@ def show_record(record: dict[str, Any], style: Style) -> str:
     verdict = style.ok("solved") if record["success"] else style.error("failed")
     head = style.bold(f"== {record['task_id']} ({record['kind']}): ") + verdict
     reasons = "".join(f"\n   - {reason}" for reason in record["reasons"])
-    return f"{head}{reasons}\n{format_transcript(record['messages'], style)}\n"
+    stats = record.get("stats") or {}
+    turns = (f"\n   {stats['model_steps']} model turns, {stats['completion_tokens']} tokens, "
+             f"{stats['parse_errors']} format errors (retried out of view), {stats['loop_events']} loop events"
+             if stats else "")
+    return f"{head}{reasons}{style.dim(turns)}\n{format_transcript(record['messages'], style)}\n"
 
 
 def main(config: SolveConfig) -> int:

@@ -26,7 +26,6 @@ Example::
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -168,11 +167,10 @@ def _cut_at_stop(ids: list[int], stop_ids: list[int]) -> list[int]:
 
 
 def load_llama(path: Path, n_ctx: int, threads: int):
-    import llama_cpp
+    from botpsy.runtime.llama_backend import open_llama
 
     try:
-        return llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, logits_all=True, n_threads=threads or os.cpu_count(),
-                               verbose=False)
+        return open_llama(path, n_ctx, threads, logits_all=True)
     except ValueError as exc:
         raise GGUFFileError(f"llama.cpp could not load {path}: {exc}") from None
 

@@ -51,13 +51,13 @@ def resolve_format(name: str) -> tuple[Format, str | None]:
     bf16 needs a llama.cpp that knows ``LLAMA_FTYPE_MOSTLY_BF16``; without it f16 is written
     instead, and the notice says so.
     """
-    import llama_cpp
+    from botpsy.runtime.llama_backend import has_ftype
 
     if name not in FORMATS:
         raise ExportError(f"unknown format {name!r}; choose from {', '.join(FORMATS)}")
     fmt = FORMATS[name]
-    if not hasattr(llama_cpp, fmt.ftype_name):
-        if name == "bf16" and hasattr(llama_cpp, FORMATS["f16"].ftype_name):
+    if not has_ftype(fmt.ftype_name):
+        if name == "bf16" and has_ftype(FORMATS["f16"].ftype_name):
             return FORMATS["f16"], "this llama.cpp cannot write bf16; wrote f16 (model-f16.gguf) instead"
         raise ExportError(f"this llama.cpp build has no {fmt.ftype_name}; it cannot write {name}")
     return fmt, None
@@ -77,14 +77,11 @@ def quiet_llama_log():
 
 def quantize_gguf(source: str | Path, target: str | Path, fmt: Format, threads: int = 0) -> Path:
     """Write ``target`` as ``fmt`` from the float GGUF ``source``; check the types; return ``target``."""
-    import llama_cpp
+    from botpsy.runtime.llama_backend import quantize_file
 
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, fmt.ftype_name)
-    params.nthread = threads
     target = Path(target)
     with quiet_llama_log():
-        status = llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), params)
+        status = quantize_file(source, target, fmt.ftype_name, threads)
     if status != 0:
         raise ExportError(f"llama.cpp could not quantize {source} to {fmt.name} (status {status}; its log above says why)")
     problems = misplaced_types(tensor_table(target), fmt)

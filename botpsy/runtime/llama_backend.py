@@ -53,6 +53,25 @@ from botpsy.runtime.memory import MemoryEstimate, check_model_fits
 from botpsy.runtime.prefix_cache import PrefixCache
 
 
+def has_ftype(ftype_name: str) -> bool:
+    """Whether this llama.cpp build knows a file type such as ``LLAMA_FTYPE_MOSTLY_BF16``."""
+    return hasattr(llama_cpp, ftype_name)
+
+
+def quantize_file(source: str | Path, target: str | Path, ftype_name: str, threads: int = 0) -> int:
+    """``llama_model_quantize`` from ``source`` to ``target``; returns llama.cpp's status (0: ok)."""
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, ftype_name)
+    params.nthread = threads
+    return llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), params)
+
+
+def open_llama(path: str | Path, n_ctx: int, threads: int = 0, logits_all: bool = False):
+    """A plain ``llama_cpp.Llama`` (for parity checks that read raw logits)."""
+    return llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, logits_all=logits_all,
+                           n_threads=threads or default_threads(), verbose=False)
+
+
 def default_threads() -> int:
     """Physical cores: llama.cpp decodes no faster on hyper-threads and slows other work down."""
     try:

@@ -35,6 +35,7 @@ class SpeedrunConfig:
     preset: str = field(default="tiny", metadata={"help": "Student model preset."})
     sft_steps: int = field(default=400, metadata={"help": "SFT optimizer steps."})
     threads: int = field(default=2, metadata={"help": "CPU threads for torch and llama.cpp."})
+    agent_tasks: int = field(default=30, metadata={"help": "Test-split tasks the shipped Q4_K_M agent runs end to end."})
     fresh: bool = field(default=False, metadata={"help": "Delete the run folder first instead of resuming."})
     only: list[str] = field(default_factory=list, metadata={"help": "Run only these steps (by name)."})
     json: bool = field(default=False, metadata={"help": "Print the stage summary as JSON."})
@@ -102,6 +103,17 @@ def step_parity(cfg: SpeedrunConfig, run: Path):
     return main(ParityConfig(checkpoint=str(run / "sft"), gguf_dir=str(run / "gguf"), threads=cfg.threads))
 
 
+def step_agent(cfg: SpeedrunConfig, run: Path):
+    """The shipped Q4_K_M model as an agent, end to end, on test-split tasks (transcripts shown)."""
+    from botpsy.agent.solve import SolveConfig, main
+
+    # One llama.cpp thread: the tiny model decodes at >1k tokens/s on it, and a second thread
+    # competing with anything else on a 2-core machine made decode orders of magnitude slower.
+    stage_cfg = SolveConfig(model=str(run / "gguf" / "model-q4_k_m.gguf"), tasks=str(run / "tasks" / "test.jsonl"),
+                            n=cfg.agent_tasks, out=str(run / "agent"), threads=1, show=3)
+    return main(stage_cfg)
+
+
 STEPS = [
     Step("tasks", "tasks/test.jsonl", step_tasks),
     Step("data", "data/meta.json", step_data),
@@ -110,6 +122,7 @@ STEPS = [
     Step("sft", "sft/meta.json", step_sft),
     Step("export", "gguf/meta.json", step_export),
     Step("parity", "gguf/parity.json", step_parity),
+    Step("agent", "agent/summary.json", step_agent),
 ]
 
 

@@ -19,6 +19,25 @@ SAMPLE_TEXTS = [
 ] * 20
 
 
+def train_briefly(model, tokenizer, texts: list[str], steps: int, lr: float, seq_len: int | None = None) -> float:
+    """A few full-batch next-token steps on ``texts`` joined with <|endoftext|>, so greedy outputs are
+    not one repeated token; one row, or rows of ``seq_len`` tokens. Returns the last loss."""
+    import torch
+
+    torch.manual_seed(0)
+    ids = torch.tensor(tokenizer("<|endoftext|>".join(texts))["input_ids"])
+    batch = ids[None] if seq_len is None else ids[: len(ids) // seq_len * seq_len].view(-1, seq_len)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        loss = model(batch, labels=batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    return loss.item()
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer(tmp_path_factory):
     from botpsy.model.tokenizer import train_tokenizer

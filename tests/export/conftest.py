@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SAMPLE_TEXTS
+from tests.conftest import SAMPLE_TEXTS, train_briefly
 
 
 @pytest.fixture(scope="package", autouse=True)
@@ -28,22 +28,6 @@ def single_torch_thread():
     torch.set_num_threads(threads)
 
 
-def train_briefly(model, tokenizer, texts: list[str], steps: int = 6, lr: float = 3e-3) -> float:
-    """A few full-batch next-token steps on ``texts`` joined into one row; returns the last loss."""
-    import torch
-
-    ids = torch.tensor([tokenizer("<|endoftext|>".join(texts))["input_ids"]])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    model.train()
-    for _ in range(steps):
-        loss = model(ids, labels=ids).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    model.eval()
-    return loss.item()
-
-
 @pytest.fixture(scope="package")
 def hybrid_checkpoint(tmp_path_factory, tiny_tokenizer):
     """The default-spec reference model, trained for six steps and saved."""
@@ -53,7 +37,7 @@ def hybrid_checkpoint(tmp_path_factory, tiny_tokenizer):
 
     model = build_model(ModelSpec(), tiny_tokenizer, seed=0)
     texts = SAMPLE_TEXTS[:6] + list(MIXED_TEXTS.values()) + [chat_texts()["chat"]]
-    loss = train_briefly(model, tiny_tokenizer, texts)
+    loss = train_briefly(model, tiny_tokenizer, texts, steps=6, lr=3e-3)
     path = tmp_path_factory.mktemp("hybrid") / "sft"
     save_checkpoint(model, tiny_tokenizer, path, stage="sft", meta={"test_train_loss": loss})
     return path

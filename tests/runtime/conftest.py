@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SAMPLE_TEXTS
+from tests.conftest import SAMPLE_TEXTS, train_briefly
 
 CHAT_TEXTS = [
     "<|im_start|>user\nSet an alarm for 7:30.<|im_end|>\n<|im_start|>assistant\n<think>\nThe user wants an alarm."
@@ -20,31 +20,13 @@ CHAT_TEXTS = [
 ]
 
 
-def train_briefly(model, tokenizer, texts: list[str], steps: int = 8, seq_len: int = 64, lr: float = 1e-2) -> float:
-    import torch
-
-    torch.manual_seed(0)
-    ids = torch.tensor(tokenizer("<|endoftext|>".join(texts))["input_ids"])
-    rows = len(ids) // seq_len
-    batch = ids[: rows * seq_len].view(rows, seq_len)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    model.train()
-    for _ in range(steps):
-        loss = model(batch, labels=batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    model.eval()
-    return float(loss.detach())
-
-
 @pytest.fixture(scope="session")
 def runtime_checkpoint(tmp_path_factory, tiny_tokenizer):
     from botpsy.model.checkpoint import save_checkpoint
     from botpsy.model.reference import ModelSpec, build_model
 
     model = build_model(ModelSpec(num_hidden_layers=2, full_attention_interval=2), tiny_tokenizer, seed=0)
-    loss = train_briefly(model, tiny_tokenizer, SAMPLE_TEXTS[:6] + CHAT_TEXTS)
+    loss = train_briefly(model, tiny_tokenizer, SAMPLE_TEXTS[:6] + CHAT_TEXTS, steps=8, lr=1e-2, seq_len=64)
     path = tmp_path_factory.mktemp("runtime") / "sft"
     save_checkpoint(model, tiny_tokenizer, path, stage="sft", meta={"test_train_loss": loss})
     return path

@@ -34,7 +34,7 @@ import ctypes
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import llama_cpp
 
@@ -70,6 +70,13 @@ def open_llama(path: str | Path, n_ctx: int, threads: int = 0, logits_all: bool 
     """A plain ``llama_cpp.Llama`` (for parity checks that read raw logits)."""
     return llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, logits_all=logits_all,
                            n_threads=threads or default_threads(), verbose=False)
+
+
+def llama_system_info() -> dict[str, str]:
+    """The llama.cpp build: binding version and the compiled-in CPU features (for benchmark cards)."""
+    info = llama_cpp.llama_print_system_info()
+    return {"llama_cpp_python": llama_cpp.__version__,
+            "system_info": (info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)).strip()}
 
 
 def default_threads() -> int:
@@ -250,6 +257,33 @@ class LlamaBackend(Backend):
             raise BackendError("llama.cpp rejected a saved prefix state")
         self._evaluated = list(ids)
         self._logits_fresh = False  # whether the saved logits come back is not relied upon
+
+    def time_prefill_decode(self, prompt_ids: Sequence[int], decode_tokens: int,
+                            between: Callable[[], None] | None = None) -> tuple[float, float]:
+        """Seconds to prefill ``prompt_ids`` from a clean context, and to decode ``decode_tokens`` after it.
+
+        For throughput benchmarks (``botpsy bench``): each step samples greedily and evaluates the
+        token, but an end-of-generation token does not stop it, so any model decodes the same count.
+        ``between`` runs untimed after the prefill (the bench reads energy counters there).
+        """
+        if len(prompt_ids) + decode_tokens >= self.n_ctx:
+            raise BackendError(f"{len(prompt_ids)} + {decode_tokens} tokens do not fit the context of {self.n_ctx}")
+        self._clear()
+        start = time.perf_counter()
+        self._decode(prompt_ids)
+        prefill_s = time.perf_counter() - start
+        if between is not None:
+            between()
+        sampler = self._sampler(SamplingConfig(temperature=0), ())
+        start = time.perf_counter()
+        try:
+            for _ in range(decode_tokens):
+                self._decode_one(llama_cpp.llama_sampler_sample(sampler, self._ctx, -1))
+        finally:
+            llama_cpp.llama_sampler_free(sampler)
+        decode_s = time.perf_counter() - start
+        self._clear()
+        return prefill_s, decode_s
 
     def reset(self, clear_prefix_cache: bool = False) -> None:
         """Forget the evaluated context (the next prompt is prefilled from scratch or a saved prefix)."""

@@ -1,0 +1,31 @@
+"""The speedrun end to end at toy scale: every stage runs, hands over its output, and resumes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from botpsy.speedrun import STEPS, SpeedrunConfig, main
+
+pytestmark = pytest.mark.slow
+
+
+def test_speedrun_runs_every_stage_and_resumes(tmp_path, capsys):
+    run = tmp_path / "run"
+    config = SpeedrunConfig(run=str(run), train_tasks=60, dev_tasks=10, test_tasks=20, vocab_size=600, sft_steps=4,
+                            agent_tasks=2, threads=1, json=True)
+    assert main(config) == 0
+    timings = json.loads((run / "speedrun.json").read_text())
+    assert list(timings) == [step.name for step in STEPS]
+    for step in STEPS:
+        assert (run / step.output).exists(), step.name
+    sft_meta = json.loads((run / "sft" / "meta.json").read_text())
+    assert sft_meta["stage"] == "sft" and "test_single_call" in sft_meta
+    capsys.readouterr()
+    # A second run finds every step done and redoes nothing.
+    assert main(config) == 0
+    out = capsys.readouterr().out
+    assert out.count("done already") == len(STEPS)
+    with pytest.raises(ValueError, match="unknown speedrun steps"):
+        main(SpeedrunConfig(run=str(run), only=["nope"]))

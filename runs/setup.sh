@@ -18,6 +18,14 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q -e ".[dev]" "torch==2.13.0"
   touch "$stamp"
 fi
+# BFCL's official checkers and data (bfcl-eval) go in without their declared dependencies, which
+# pull a CUDA torch through sentence-transformers and pin numpy 1.x; the checkers botpsy uses need
+# only mpmath (in pyproject.toml). pip cannot say --no-deps in pyproject.toml, hence this step.
+BFCL_EVAL=bfcl-eval==2026.3.23
+if [[ ! -f .venv/.$BFCL_EVAL ]]; then
+  .venv/bin/pip install -q --no-deps "$BFCL_EVAL"
+  touch ".venv/.$BFCL_EVAL"
+fi
 # The official Qwen3.5 chat template ships inside the llama-cpp-python source archive; the
 # template-parity test reads it from there (pip serves it from its cache after the first time).
 if ! ls .cache/sdist/llama_cpp_python-0.3.36.tar.gz >/dev/null 2>&1; then

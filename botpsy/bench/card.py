@@ -6,6 +6,7 @@
     created          ISO time (UTC) the card was written
     settings         the bench settings (threads, reps, quick, contexts, tool counts, ...)
     machine          cpu_model, physical_cores, logical_cores, threads_used, memory_bytes, os, python,
+                     load_average (1, 5, 15 min, at start: a busy machine slows everything),
                      caches {level name: bytes}, last_level_cache_bytes, llama_cpp {llama_cpp_python,
                      system_info}, bandwidth {gb_per_s: Stats, best_gb_per_s, buffer_bytes, threads, method},
                      energy_source: the RAPL domains read, or "not available here"
@@ -28,6 +29,7 @@
                        measured_decode_tokens_per_s, fraction_of_roofline, context_tokens,
                        fits_in_last_level_cache, note}
     ]
+    plots            the PNG file names written beside card.json
 
 ``Stats`` is ``{min, median, max, n}`` over the repetitions (warm-up runs are not counted).
 Cards from different machines or runs share this schema, so ``compare.py`` can put them side
@@ -197,7 +199,7 @@ def machine_lines(machine: dict[str, Any]) -> list[str]:
     energy = machine["energy_source"]
     return [
         f"- CPU: {machine['cpu_model']}, {machine['physical_cores']} cores / {machine['logical_cores']} threads; "
-        f"bench used {machine['threads_used']} threads",
+        f"bench used {machine['threads_used']} threads; load average at start {machine.get('load_average', '?')}",
         f"- Memory: {machine['memory_bytes'] / (1 << 30):.1f} GiB; last-level cache "
         f"{mib(machine.get('last_level_cache_bytes') or 0)}",
         f"- OS: {machine['os']}; llama-cpp-python {machine['llama_cpp']['llama_cpp_python']}",
@@ -245,7 +247,8 @@ def _timed(record: dict[str, Any]) -> str:
 
 def card_markdown(card: dict[str, Any]) -> str:
     lines = ["# Device report card", "", f"Written by `botpsy bench` at {card['created']} "
-             f"(schema {card['schema_version']}). Numbers: median (min-max) over {card['settings'].get('reps', '?')} "
+             f"(schema {card['schema_version']}). Numbers: median (min-max) over "
+             f"{card['settings'].get('resolved', card['settings']).get('reps', '?')} "
              "repetitions after a warm-up.", "", "## Machine", ""]
     lines += machine_lines(card["machine"]) + ["", "## Models", ""]
     for model in card["models"]:

@@ -66,7 +66,7 @@ def resolve(config: BenchConfig) -> tuple[Settings, int]:
         raise ValueError("--reps, --decode-tokens and --turn-tokens must be at least 1, --warmup at least 0")
     threads = config.threads or default_threads()
     if config.quick:
-        return Settings(threads=threads, reps=1, warmup=1, n_ctx=min(config.n_ctx, 2048), contexts=[256],
+        return Settings(threads=threads, reps=1, warmup=1, n_ctx=min(config.n_ctx, 4096), contexts=[256],
                         tool_counts=[10, 25], decode_tokens=8, turn_tokens=8, task_turns=2), 64
     return Settings(threads=threads, reps=config.reps, warmup=config.warmup, n_ctx=config.n_ctx,
                     contexts=sorted(config.contexts), tool_counts=sorted(config.tool_counts),

@@ -76,7 +76,8 @@ def describe_machine(threads: int, system_info: dict[str, str]) -> dict[str, Any
         "cpu_model": cpu_model(), "physical_cores": psutil.cpu_count(logical=False) or os.cpu_count() or 1,
         "logical_cores": psutil.cpu_count() or 1, "threads_used": threads,
         "memory_bytes": int(psutil.virtual_memory().total), "os": platform.platform(),
-        "python": platform.python_version(), "caches": caches, "last_level_cache_bytes": last_level or None,
+        "python": platform.python_version(), "load_average": [round(x, 2) for x in psutil.getloadavg()],
+        "caches": caches, "last_level_cache_bytes": last_level or None,
         "llama_cpp": system_info,
     }
 

@@ -56,7 +56,7 @@ def measure_bandwidth(threads: int = 1, buffer_bytes: int = 256 << 20, rounds: i
             start = time.perf_counter()
             list(pool.map(np.copyto, targets, sources))
             speeds.append(moved / (time.perf_counter() - start) / 1e9)
-    return {"gb_per_s": summarize(speeds), "best_gb_per_s": max(speeds), "buffer_bytes": 8 * per_thread * threads,
+    return {"gb_per_s": summarize(speeds), "best_gb_per_s": round(max(speeds), 3), "buffer_bytes": 8 * per_thread * threads,
             "threads": threads, "method": "numpy copyto, one slice per thread; bytes read + written (STREAM copy)"}
 
 

@@ -1,0 +1,116 @@
+"""The card schema (validated with jsonschema), its markdown, and --compare on hand-made cards."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+
+from botpsy.bench.card import NOT_AVAILABLE, CardError, card_markdown, load_card, summarize, validate_card, write_card
+from botpsy.bench.compare import compare_cards, compare_markdown
+
+
+def stats(value: float) -> dict:
+    return summarize([value * 0.9, value, value * 1.1])
+
+
+def model_entry(name: str, fmt: str, tools: list[int], contexts: list[int]) -> dict:
+    return {
+        "name": name, "path": f"/models/{name}.gguf", "format": fmt, "architecture": "qwen35", "file_bytes": 4 << 20,
+        "speaks_botpsy_format": True, "n_ctx": 8192, "load_ms": stats(100.0),
+        "memory": {"estimate": {"total_bytes": 70 << 20, "fits": True}, "rss_before_load_bytes": 50 << 20,
+                   "rss_loaded_bytes": 60 << 20, "peak_rss_generating_bytes": 90 << 20},
+        "ttft": [{"tools": n, "prompt_tokens": 100 * n, "prefix_tokens": 100 * n - 20, "cold_ms": stats(10.0 * n),
+                  "warm_ms": stats(5.0), "warm_over_cold": 0.5 / n} for n in tools] + [{"tools": 50, "skipped": "too long"}],
+        "throughput": [{"context_tokens": c, "decode_tokens": 64, "prefill_tokens_per_s": stats(3000.0),
+                        "decode_tokens_per_s": stats(900.0)} for c in contexts],
+        "agent_turn": {"ms": stats(30.0), "completion_tokens": 12, "tool_calls": 1},
+        "task": {"skipped": "foreign format"},
+        "energy": NOT_AVAILABLE,
+        "roofline": {"bytes_per_token": 4 << 20, "bandwidth_gb_per_s": 12.0, "allowed_decode_tokens_per_s": 2800.0,
+                     "measured_decode_tokens_per_s": 900.0, "fraction_of_roofline": 0.32, "context_tokens": 256},
+    }
+
+
+def make_card(cpu: str = "Test CPU", models: list[dict] | None = None) -> dict:
+    return {
+        "schema_version": 1, "created": "2026-12-02T12:00:00Z", "settings": {"reps": 3},
+        "machine": {"cpu_model": cpu, "physical_cores": 2, "logical_cores": 2, "threads_used": 1,
+                    "memory_bytes": 24 << 30, "os": "Linux", "last_level_cache_bytes": 32 << 20,
+                    "llama_cpp": {"llama_cpp_python": "0.3.36", "system_info": "CPU : AVX2 = 1"},
+                    "bandwidth": {"gb_per_s": stats(12.0), "best_gb_per_s": 13.2, "buffer_bytes": 256 << 20},
+                    "energy_source": NOT_AVAILABLE},
+        "models": models if models is not None else [model_entry("model-q8_0", "Q8_0", [10, 25], [256, 1024])],
+    }
+
+
+def test_summarize_reports_min_median_max():
+    assert summarize([5.0, 1.0, 3.0, 9.0]) == {"min": 1.0, "median": 4.0, "max": 9.0, "n": 4}
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_a_complete_card_validates_and_round_trips(tmp_path):
+    card = make_card()
+    path = write_card(card, tmp_path / "out")
+    assert load_card(path) == card
+    markdown = (tmp_path / "out" / "card.md").read_text()
+    assert "model-q8_0" in markdown and "skipped: too long" in markdown and NOT_AVAILABLE in markdown
+
+
+@pytest.mark.parametrize("breakage, where", [
+    (lambda c: c["models"][0].pop("roofline"), "models/0"),
+    (lambda c: c["models"][0]["ttft"][0].pop("warm_ms"), "models/0/ttft/0"),
+    (lambda c: c["models"][0].update(energy="unknown"), "models/0/energy"),
+    (lambda c: c["machine"]["bandwidth"]["gb_per_s"].update(median="fast"), "machine/bandwidth/gb_per_s"),
+    (lambda c: c.pop("machine"), "(top level)"),
+])
+def test_a_broken_card_is_refused_with_the_place(breakage, where):
+    card = make_card()
+    breakage(card)
+    with pytest.raises(CardError, match=re.escape(f"at {where}")):
+        validate_card(card)
+
+
+def test_other_schema_versions_and_non_json_are_refused(tmp_path):
+    card = make_card()
+    card["schema_version"] = 2
+    with pytest.raises(CardError, match="schema_version 2"):
+        validate_card(card)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(CardError, match="not JSON"):
+        load_card(bad)
+    with pytest.raises(CardError, match="does not exist"):
+        load_card(tmp_path / "absent.json")
+
+
+def test_compare_puts_every_model_of_every_card_side_by_side():
+    first = make_card("CPU A", [model_entry("m-q8_0", "Q8_0", [10], [256]), model_entry("m-f32", "F32", [10], [256])])
+    second = make_card("CPU B", [model_entry("m-q8_0", "Q8_0", [10, 25], [256, 4096])])
+    table = compare_cards([("a.json", first), ("b.json", second)])
+    assert [c["card"] for c in table["columns"]] == ["a.json", "a.json", "b.json"]
+    rows = {row["metric"]: row["values"] for row in table["rows"]}
+    assert rows["CPU"] == ["CPU A", "CPU A", "CPU B"]
+    assert rows["format"] == ["Q8_0", "F32", "Q8_0"]
+    assert rows["TTFT cold ms, 25 tools"] == [None, None, 250.0]  # only the second card measured 25 tools
+    assert rows["decode tok/s @ 4096"] == [None, None, 900.0]
+    assert rows["whole task ms"] == [None, None, None]  # skipped everywhere
+    assert rows["decode J/token"] == [NOT_AVAILABLE] * 3
+    markdown = compare_markdown(table)
+    assert "m-f32 (a.json)" in markdown and "| TTFT cold ms, 25 tools | - | - | 250.0 |" in markdown
+    json.dumps(table)  # the comparison is plain JSON
+
+
+def test_markdown_renders_a_card_with_energy_and_a_task():
+    card = make_card()
+    model = copy.deepcopy(card["models"][0])
+    model["energy"] = {"decode_joules_per_token": stats(0.02), "prefill_joules_per_token": stats(0.001),
+                       "domains": ["intel-rapl:0 (package-0)"]}
+    model["task"] = {"ms": stats(800.0), "task_id": "t1", "kind": "multi_step", "model_turns": 3, "success": True}
+    card["models"] = [model]
+    validate_card(card)
+    text = card_markdown(card)
+    assert "decode 0.0200" in text and "multi_step" in text

@@ -52,7 +52,7 @@ def time_section(name: str, categories: list[str]) -> tuple[dict, list]:
     outputs = [gold_output(item) for item in items]
     gold_s = time.perf_counter() - began
     began = time.perf_counter()
-    verdicts = [score_item(item, text) for item, text in zip(items, outputs)]
+    verdicts = [score_item(item, text) for item, text in zip(items, outputs, strict=True)]
     return {"section": name, "items": len(items), "load_s": round(load_s, 3), "gold_text_s": round(gold_s, 3),
             "score_s": round(time.perf_counter() - began, 3)}, verdicts
 

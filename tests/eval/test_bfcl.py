@@ -134,9 +134,12 @@ def test_a_wrong_multi_turn_answer_fails(category, mode):
 
 def test_scoring_an_item_twice_starts_from_the_same_backend_state():
     item = bfcl_items(["multi_turn_base"], limit=1)[0]
-    assert run_item(item, oracle(item)).valid
+    first = run_item(item, oracle(item))
+    assert first.valid
     assert not run_item(item, wrong_oracle(item, "silent")).valid
     assert run_item(item, oracle(item)).valid
+    # what run_item recorded (raw text per turn and step) scores the same again, as a resumed run would
+    assert score_item(item, first.raw).valid and len(first.raw) == len(item.turns)
 
 
 def test_miss_func_adds_the_held_out_function_at_its_turn():

@@ -176,8 +176,12 @@ def score_multi_turn(item: Item, outputs: Any, thinking: bool) -> Verdict:
         schemas = item.scoring_schemas(turn_index)
         turn_calls = [step_calls(parse_with_schemas(raw, schemas, thinking=thinking), methods) for raw in steps]
         decoded.append([calls for calls in turn_calls if calls])
-    with official.BackendSession() as session:
-        result = session.check(decoded, item.ground_truth, item.entry)
+    try:
+        with official.BackendSession() as session:
+            result = session.check(decoded, item.ground_truth, item.entry)
+    except Exception as exc:  # the checker asserts on states it does not expect; keep the record
+        return Verdict(item.id, item.category, False, "botpsy:checker_raised", f"{type(exc).__name__}: {exc}",
+                       decoded, outputs)
     if result["valid"]:
         return Verdict(item.id, item.category, True, calls=decoded, raw=outputs)
     return Verdict(item.id, item.category, False, result.get("error_type", ""),

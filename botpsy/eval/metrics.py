@@ -1,0 +1,201 @@
+"""The metrics the report quotes, as pure functions of the records ``botpsy eval`` writes.
+
+A **generation** is one assistant turn as recorded: the agent's ``ModelStep.to_dict()`` (device
+suite) or ``generation_record(GenerationResult)`` (BFCL, IFEval, IFBench). Both carry
+``finish_reason``, ``loop_events`` (each with ``where``: reasoning or answer), ``tool_calls``,
+``parse_errors``, ``reasoning_tokens`` and ``completion_tokens``. An **item record** is one line of
+a suite's JSONL: ``id``, ``correct`` and its ``generations`` (device records also carry the
+task's ``kind``, ``domain``, ``success``, ``score``, ``wasted_calls`` and the agent's ``stats``).
+
+Nothing here runs a model; ``botpsy eval`` computes every figure of its table with these, so a
+number can always be traced back to the records.
+
+Example::
+
+    >>> gens = [{"finish_reason": "length", "loop_events": [{"where": "reasoning"}]},
+    ...         {"finish_reason": "stop", "loop_events": []}]
+    >>> loop_rate(gens), cap_hit_rate(gens)
+    (0.5, 0.5)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+SPECIAL_KINDS = ("incomplete", "wrong_value", "unavailable")
+REFUSAL_KINDS = ("irrelevant",)
+BFCL_REFUSAL_CATEGORIES = ("irrelevance", "live_irrelevance")
+MULTI_TURN_KINDS = ("multi_step", "multi_turn")  # device tasks that need more than one assistant turn
+
+
+def share(hits: int, total: int) -> float | None:
+    """``hits / total`` rounded to 4 places; None when there is nothing to divide by.
+
+    >>> share(1, 3), share(0, 0)
+    (0.3333, None)
+    """
+    return round(hits / total, 4) if total else None
+
+
+def generation_record(result: Any) -> dict[str, Any]:
+    """The fields of a ``GenerationResult`` that the metrics and the JSONL keep (text excluded:
+    the suites store the raw output beside it)."""
+    return {
+        "finish_reason": result.finish_reason,
+        "loop_events": list(result.loop_events),
+        "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in result.parsed.tool_calls],
+        "parse_errors": [{"kind": e.kind, "message": e.message} for e in result.parsed.errors],
+        "budget_hit": result.budget_hit,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "reasoning_tokens": result.reasoning_tokens,
+        "ttft_ms": round(result.ttft_ms, 2),
+        "total_ms": round(result.total_ms, 2),
+    }
+
+
+def all_generations(records: Iterable[dict]) -> list[dict]:
+    """Every generation of every item record, in order."""
+    return [g for r in records for g in r.get("generations") or []]
+
+
+def loop_rate(generations: list[dict]) -> float | None:
+    """Share of generations in which the loop guard (observe mode: it records, never intervenes)
+    detected a loop in the reasoning.
+
+    >>> loop_rate([{"loop_events": [{"where": "answer"}]}, {"loop_events": []}])
+    0.0
+    >>> loop_rate([{"loop_events": [{"where": "reasoning"}, {"where": "reasoning"}]}, {}])
+    0.5
+    """
+    looped = sum(any(e.get("where") == "reasoning" for e in g.get("loop_events") or []) for g in generations)
+    return share(looped, len(generations))
+
+
+def cap_hit_rate(generations: list[dict]) -> float | None:
+    """Share of generations that stopped at the max-token cap (``finish_reason == "length"``).
+
+    >>> cap_hit_rate([{"finish_reason": "length"}, {"finish_reason": "stop"}, {"finish_reason": "stop"}])
+    0.3333
+    """
+    return share(sum(g.get("finish_reason") == "length" for g in generations), len(generations))
+
+
+def schema_valid_call_rate(generations: list[dict]) -> float | None:
+    """Share of the generations that tried to call a tool whose calls all parsed against the tools'
+    schemas (a generation with a parse error, or with a call and an error, is invalid).
+
+    >>> schema_valid_call_rate([{"tool_calls": [{"name": "a"}], "parse_errors": []},
+    ...                         {"tool_calls": [], "parse_errors": [{"kind": "bad_json"}]},
+    ...                         {"tool_calls": [], "parse_errors": []}])
+    0.5
+    """
+    attempted = [g for g in generations if g.get("tool_calls") or g.get("parse_errors")]
+    return share(sum(not g.get("parse_errors") for g in attempted), len(attempted))
+
+
+def reasoning_tokens(record: dict) -> int:
+    """Reasoning tokens an item cost, over all its generations."""
+    return sum(g.get("reasoning_tokens", 0) for g in record.get("generations") or [])
+
+
+def reasoning_tokens_per_correct(records_by_model: dict[str, list[dict]]) -> dict[str, Any]:
+    """Mean reasoning tokens per item, over only the items that **every** model answered correctly,
+    so that a model is not rewarded for being right only on easy items.
+
+    >>> a = [{"id": "1", "correct": True, "generations": [{"reasoning_tokens": 10}]},
+    ...      {"id": "2", "correct": True, "generations": [{"reasoning_tokens": 99}]}]
+    >>> b = [{"id": "1", "correct": True, "generations": [{"reasoning_tokens": 30}]},
+    ...      {"id": "2", "correct": False, "generations": [{"reasoning_tokens": 5}]}]
+    >>> reasoning_tokens_per_correct({"a": a, "b": b})
+    {'items': 1, 'per_model': {'a': 10.0, 'b': 30.0}}
+    """
+    correct_ids = [{r["id"] for r in records if r.get("correct")} for records in records_by_model.values()]
+    common = set.intersection(*correct_ids) if correct_ids else set()
+    per_model = {}
+    for label, records in records_by_model.items():
+        picked = [reasoning_tokens(r) for r in records if r["id"] in common]
+        per_model[label] = round(sum(picked) / len(picked), 1) if picked else None
+    return {"items": len(common), "per_model": per_model}
+
+
+def turns_per_solved_task(device_records: list[dict], kinds: tuple[str, ...] = MULTI_TURN_KINDS) -> dict[str, Any]:
+    """Assistant turns and tool calls per solved multi-turn device task (the agent's own counts,
+    format retries included: they cost time on the device).
+
+    >>> records = [{"kind": "multi_step", "success": True, "stats": {"model_steps": 3, "tool_calls": 2}},
+    ...            {"kind": "multi_turn", "success": True, "stats": {"model_steps": 5, "tool_calls": 2}},
+    ...            {"kind": "multi_turn", "success": False, "stats": {"model_steps": 9, "tool_calls": 7}},
+    ...            {"kind": "single", "success": True, "stats": {"model_steps": 1, "tool_calls": 1}}]
+    >>> turns_per_solved_task(records)
+    {'solved': 2, 'assistant_turns': 4.0, 'tool_calls': 2.0}
+    """
+    solved = [r for r in device_records if r.get("kind") in kinds and r.get("success")]
+    if not solved:
+        return {"solved": 0, "assistant_turns": None, "tool_calls": None}
+    return {"solved": len(solved),
+            "assistant_turns": round(sum(r["stats"]["model_steps"] for r in solved) / len(solved), 2),
+            "tool_calls": round(sum(r["stats"]["tool_calls"] for r in solved) / len(solved), 2)}
+
+
+def refusal_accuracy(device_records: list[dict], bfcl_records: list[dict]) -> dict[str, Any]:
+    """When no tool fits, does the model decline instead of calling one? Device ``irrelevant``
+    tasks (scored by the world's checker) and BFCL's irrelevance categories, apart and pooled.
+
+    >>> refusal_accuracy([{"kind": "irrelevant", "success": True}, {"kind": "single", "success": False}],
+    ...                  [{"category": "irrelevance", "correct": False}])
+    {'device': 1.0, 'bfcl': 0.0, 'all': 0.5, 'items': 2}
+    """
+    device = [bool(r.get("success")) for r in device_records if r.get("kind") in REFUSAL_KINDS]
+    bfcl = [bool(r.get("correct")) for r in bfcl_records if r.get("category") in BFCL_REFUSAL_CATEGORIES]
+    pooled = device + bfcl
+    return {"device": share(sum(device), len(device)), "bfcl": share(sum(bfcl), len(bfcl)),
+            "all": share(sum(pooled), len(pooled)), "items": len(pooled)}
+
+
+def special_case_accuracy(device_records: list[dict]) -> dict[str, Any]:
+    """Success on the device kinds where the right move is not the obvious call: a request missing
+    a detail (``incomplete``), a value the world rejects (``wrong_value``), an action no tool offers
+    (``unavailable``); per kind and pooled.
+
+    >>> special_case_accuracy([{"kind": "incomplete", "success": True}, {"kind": "unavailable", "success": False}])
+    {'incomplete': 1.0, 'wrong_value': None, 'unavailable': 0.0, 'all': 0.5, 'items': 2}
+    """
+    out: dict[str, Any] = {}
+    pooled: list[bool] = []
+    for kind in SPECIAL_KINDS:
+        wins = [bool(r.get("success")) for r in device_records if r.get("kind") == kind]
+        out[kind] = share(sum(wins), len(wins))
+        pooled += wins
+    out.update({"all": share(sum(pooled), len(pooled)), "items": len(pooled)})
+    return out
+
+
+def quant_deltas(scores: dict[str, dict[str, float | None]], baseline: str, max_drop: float) -> dict[str, Any]:
+    """Each quantization's change against ``baseline`` on every figure it shares with it; a figure
+    where higher is better (accuracies, schema-valid rate) is flagged when it drops by more than
+    ``max_drop``; a rate where lower is better (``loop_rate``, ``cap_hit_rate``) when it rises by more.
+
+    >>> scores = {"bf16": {"device": 0.8, "loop_rate": 0.01}, "q4": {"device": 0.7, "loop_rate": 0.02}}
+    >>> result = quant_deltas(scores, "bf16", max_drop=0.05)
+    >>> result["deltas"]["q4"], result["flagged"]
+    ({'device': -0.1, 'loop_rate': 0.01}, [{'model': 'q4', 'metric': 'device', 'delta': -0.1}])
+    """
+    if baseline not in scores:
+        raise ValueError(f"baseline {baseline!r} is not among the compared models {sorted(scores)}")
+    base = scores[baseline]
+    deltas: dict[str, dict[str, float]] = {}
+    flagged = []
+    for label, values in scores.items():
+        if label == baseline:
+            continue
+        deltas[label] = {}
+        for metric, value in values.items():
+            if value is None or base.get(metric) is None:
+                continue
+            delta = round(value - base[metric], 4)
+            deltas[label][metric] = delta
+            worse = delta > max_drop if metric in ("loop_rate", "cap_hit_rate") else -delta > max_drop
+            if worse:
+                flagged.append({"model": label, "metric": metric, "delta": delta})
+    return {"baseline": baseline, "max_drop": max_drop, "deltas": deltas, "flagged": flagged}

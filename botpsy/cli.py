@@ -26,6 +26,7 @@ STAGES: dict[str, tuple[str, str, str]] = {
     "sft": ("botpsy.train.sft", "SFTConfig", "stage 1: supervised fine-tuning on agent trajectories (loss on assistant tokens)"),
     "chat": ("botpsy.agent.chat", "ChatConfig", "talk to the on-device assistant in the terminal, or run one request (--json)"),
     "solve": ("botpsy.agent.solve", "SolveConfig", "run the agent on device-world tasks and report success"),
+    "eval": ("botpsy.eval.harness", "EvalConfig", "evaluate models side by side on the device suite, BFCL v4, IFEval and IFBench (--compare-quants: the quantization gate)"),
     "bench": ("botpsy.bench.command", "BenchConfig", "the device report card: speed, memory, latency, energy and roofline of GGUF files (--compare: cards side by side)"),
 }
 

@@ -99,6 +99,7 @@ def solve_task(backend: Backend, task: Task, config: AgentConfig, max_turns: int
     check = evaluate(task, transcript)
     return {"task_id": task.id, "kind": task.kind, "domain": task.domain, "success": check.success,
             "score": check.score, "reasons": check.reasons, "milestones": check.milestones,
+            "wasted_calls": check.wasted_calls,
             "stop_reason": agent.stop_reason or "episode_end", "detail": agent.detail,
             "stats": summarize(agent.steps), "seconds": round(time.perf_counter() - started, 3),
             "steps": [s.to_dict() for s in agent.steps], "messages": transcript.messages}

@@ -55,8 +55,18 @@ def generation_record(result: Any) -> dict[str, Any]:
 
 
 def all_generations(records: Iterable[dict]) -> list[dict]:
-    """Every generation of every item record, in order."""
-    return [g for r in records for g in r.get("generations") or []]
+    """Every generation of every item record, in order (a device record's are its model steps).
+
+    >>> all_generations([{"generations": [{"a": 1}]}, {"steps": [{"type": "model"}, {"type": "tool"}]}])
+    [{'a': 1}, {'type': 'model'}]
+    """
+    return [g for r in records for g in generations_of(r)]
+
+
+def generations_of(record: dict) -> list[dict]:
+    if "generations" in record:
+        return record["generations"] or []
+    return [s for s in record.get("steps") or [] if s.get("type") == "model"]
 
 
 def loop_rate(generations: list[dict]) -> float | None:
@@ -96,7 +106,7 @@ def schema_valid_call_rate(generations: list[dict]) -> float | None:
 
 def reasoning_tokens(record: dict) -> int:
     """Reasoning tokens an item cost, over all its generations."""
-    return sum(g.get("reasoning_tokens", 0) for g in record.get("generations") or [])
+    return sum(g.get("reasoning_tokens", 0) for g in generations_of(record))
 
 
 def reasoning_tokens_per_correct(records_by_model: dict[str, list[dict]]) -> dict[str, Any]:

@@ -1,0 +1,274 @@
+"""``botpsy eval``: run evaluation suites on one or more models side by side, resumably.
+
+For each model and suite the items run one by one (or ``--concurrency`` at a time against an
+HTTP server) and each finished item is appended to ``OUT/<label>/<suite>.jsonl`` at once: the
+prompt or messages, the raw output, parsed calls, the verdict, tokens, timings and loop-guard
+events. A rerun reads those files and runs only the items not there yet (an item that failed
+with a backend error is run again). Then ``OUT/summary.json`` (every suite's summary and the
+metrics of ``botpsy.eval.metrics`` per model) and ``OUT/table.md`` (models as columns).
+
+``--compare-quants DIR`` evaluates the bf16, Q8_0 and Q4_K_M GGUFs found in DIR and reports each
+quantization's change against bf16 in accuracy, loop rate and schema-valid call rate; a drop
+beyond ``--max-drop`` is flagged and the command exits with status 1.
+
+Examples::
+
+    botpsy eval --suite device,bfcl,ifeval,ifbench --model runs/speedrun/gguf/model-q4_k_m.gguf \\
+        --model runs/speedrun/sft --out runs/speedrun/eval --limit 20 --max-tokens 512
+    botpsy eval --suite bfcl --model http://localhost:8000/v1 --label qwen --concurrency 16 --out runs/vllm
+    botpsy eval --compare-quants runs/speedrun/gguf --suite device --limit 30 --max-drop 0.05
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from botpsy.config import ConfigError, save_config
+from botpsy.eval import metrics
+from botpsy.eval.suites import SUITES, Item, RunSettings, SuiteOptions, headline
+from botpsy.output import emit
+from botpsy.runtime.backend import Backend, BackendError, BackendOptions, ModelLoadError
+
+QUANT_FILES = {"bf16": "bf16", "q8_0": "q8_0", "q4_k_m": "q4_k_m"}  # label -> file-name marker
+
+
+@dataclass
+class EvalConfig:
+    """Evaluate models on the device suite, BFCL v4, IFEval and IFBench, side by side (resumable)."""
+
+    model: list[str] = field(default_factory=list, metadata={
+        "help": "A .gguf file, a checkpoint folder, an http(s)://.../v1 server or scripted:FILE.json."})
+    label: list[str] = field(default_factory=list, metadata={
+        "help": "Short name of each --model in the table, in order (default: from the path)."})
+    suite: str = field(default="device,bfcl,ifeval,ifbench", metadata={
+        "help": "Comma-separated suites: " + ", ".join(SUITES) + "."})
+    out: str = field(default="runs/eval", metadata={"help": "Folder for the JSONL records, summary.json and table.md."})
+    limit: int = field(default=0, metadata={"help": "Items per suite (BFCL: per category); 0 = all."})
+    device_limit: int = field(default=0, metadata={"help": "Device tasks (0 = --limit, else 300)."})
+    bfcl_limit: int = field(default=0, metadata={"help": "BFCL items per category (0 = --limit)."})
+    if_limit: int = field(default=0, metadata={"help": "IFEval and IFBench items each (0 = --limit)."})
+    bfcl_category: list[str] = field(default_factory=list, metadata={
+        "help": "BFCL categories or groups (all, non_live, live, multi_turn); default all offline ones."})
+    tasks: str = field(default="", metadata={"help": "Device task file (`botpsy tasks`); empty: draw from the test split."})
+    data_dir: str = field(default="", metadata={"help": "Folder holding ifeval/ and ifbench/ (default: ../shared/data)."})
+    seed: int = field(default=0, metadata={"help": "Seed for drawing device tasks."})
+    max_tokens: int = field(default=32768, metadata={"help": "Token cap per generation (a hit counts in the cap-hit rate)."})
+    thinking_budget: int = field(default=0, metadata={"help": "Close the reasoning after this many tokens (0 = off)."})
+    enable_thinking: bool = field(default=True, metadata={"help": "Let the models reason before answering."})
+    max_turns: int = field(default=12, metadata={"help": "Most assistant turns per device task."})
+    threads: int = field(default=0, metadata={"help": "CPU threads for local models (0 = all physical cores)."})
+    n_ctx: int = field(default=0, metadata={"help": "Context size for local models (0 = max tokens + 8192)."})
+    concurrency: int = field(default=1, metadata={"help": "Items in flight at once (HTTP models only)."})
+    compare_quants: str = field(default="", metadata={
+        "help": "A GGUF folder: evaluate its bf16, Q8_0 and Q4_K_M files and report deltas against bf16."})
+    max_drop: float = field(default=0.05, metadata={"help": "Largest tolerated drop against bf16 (--compare-quants)."})
+    json: bool = field(default=False, metadata={"help": "Print the summary as JSON."})
+
+
+# ---- models and labels ----------------------------------------------------------------------
+
+
+def default_label(model: str) -> str:
+    """A short table name for a model path or URL.
+
+    >>> default_label("runs/x/gguf/model-q4_k_m.gguf"), default_label("runs/x/sft/"), default_label("scripted:a/b.json")
+    ('q4_k_m', 'sft', 'b')
+    >>> default_label("http://localhost:8000/v1")
+    'localhost-8000'
+    """
+    if model.startswith(("http://", "https://")):
+        host = re.sub(r"^https?://", "", model).split("/")[0]
+        return host.replace(":", "-")
+    name = Path(model.removeprefix("scripted:").rstrip("/")).name
+    stem = name[:-5] if name.endswith(".gguf") else name[:-5] if name.endswith(".json") else name
+    return stem.removeprefix("model-") or stem
+
+
+def resolve_models(config: EvalConfig) -> list[tuple[str, str]]:
+    """(label, model) pairs to evaluate: the --model values (labelled by --label in order, else
+    from the path), then the quantizations of --compare-quants (labelled bf16, q8_0, q4_k_m)."""
+    if len(config.label) > len(config.model):
+        raise ConfigError(f"{len(config.label)} --label values for {len(config.model)} --model values")
+    pairs = [(config.label[i] if i < len(config.label) else default_label(m), m) for i, m in enumerate(config.model)]
+    if config.compare_quants:
+        folder = Path(config.compare_quants)
+        for label, marker in QUANT_FILES.items():
+            found = sorted(p for p in folder.glob("*.gguf") if marker in p.name.lower())
+            if not found:
+                raise FileNotFoundError(f"no {label} GGUF (a *.gguf whose name contains {marker!r}) in {folder}")
+            pairs.append((label, str(found[0])))
+    if not pairs:
+        raise ConfigError("give at least one --model (or --compare-quants DIR)")
+    seen: dict[str, int] = {}
+    unique = []
+    for label, model in pairs:
+        seen[label] = seen.get(label, 0) + 1
+        unique.append((label if seen[label] == 1 else f"{label}-{seen[label]}", model))
+    return unique
+
+
+def suite_names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SUITES]
+    if unknown or not names:
+        raise ConfigError(f"unknown suites {unknown}; choose from {', '.join(SUITES)}")
+    return names
+
+
+def suite_options(config: EvalConfig, suite: str) -> SuiteOptions:
+    limit = {"device": config.device_limit, "bfcl": config.bfcl_limit,
+             "ifeval": config.if_limit, "ifbench": config.if_limit}[suite] or config.limit
+    return SuiteOptions(limit=limit, seed=config.seed, tasks_file=config.tasks,
+                        bfcl_categories=config.bfcl_category or ["all"], data_dir=config.data_dir)
+
+
+def settings_of(config: EvalConfig) -> RunSettings:
+    return RunSettings(max_tokens=config.max_tokens, thinking_budget=config.thinking_budget,
+                       enable_thinking=config.enable_thinking, max_turns=config.max_turns)
+
+
+# ---- running items, resumably ---------------------------------------------------------------
+
+
+def read_records(path: Path) -> dict[str, dict]:
+    """The records already in a suite's JSONL by item id (the last line of an id wins; a torn last
+    line from a killed run is ignored)."""
+    records: dict[str, dict] = {}
+    if not path.is_file():
+        return records
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "id" in record:
+            records[str(record["id"])] = record
+    return records
+
+
+def run_suite(backend: Backend, suite: Any, items: list[Item], settings: RunSettings, path: Path,
+              concurrency: int = 1) -> list[dict]:
+    """Run the items not yet recorded in ``path``, appending each record as it finishes; returns
+    the records of ``items`` in order."""
+    done = {i: r for i, r in read_records(path).items() if "backend_error" not in r}
+    todo = [item for item in items if item.id not in done]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = threading.Lock()
+    with path.open("a", encoding="utf-8") as handle:
+        def one(item: Item) -> None:
+            record = run_one(backend, suite, item, settings)
+            with lock:
+                handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                handle.flush()  # a stopped run keeps every finished item
+                done[item.id] = record
+        if concurrency > 1:
+            with ThreadPoolExecutor(concurrency) as pool:
+                list(pool.map(one, todo))
+        else:
+            for item in todo:
+                one(item)
+    return [done[item.id] for item in items]
+
+
+def run_one(backend: Backend, suite: Any, item: Item, settings: RunSettings) -> dict:
+    """One item's record; a backend failure (context full, server down) becomes a wrong answer
+    with the error recorded, so one bad item cannot stop an evaluation."""
+    try:
+        return suite.run(backend, item, settings)
+    except BackendError as exc:
+        return suite.failure(item, f"{type(exc).__name__}: {exc}")
+
+
+def open_model(model: str, config: EvalConfig) -> Backend:
+    from botpsy.agent.backends import open_backend
+
+    n_ctx = config.n_ctx or config.max_tokens + 8192
+    return open_backend(model, BackendOptions(threads=config.threads, n_ctx=n_ctx))
+
+
+# ---- summaries ------------------------------------------------------------------------------
+
+
+def model_metrics(records: dict[str, list[dict]]) -> dict[str, Any]:
+    """The report's metrics for one model, from its records of every suite."""
+    generations = metrics.all_generations(r for rows in records.values() for r in rows)
+    device, bfcl = records.get("device", []), records.get("bfcl", [])
+    return {
+        "generations": len(generations),
+        "loop_rate": metrics.loop_rate(generations),
+        "cap_hit_rate": metrics.cap_hit_rate(generations),
+        "schema_valid_call_rate": metrics.schema_valid_call_rate(generations),
+        "backend_errors": sum("backend_error" in r for rows in records.values() for r in rows),
+        "multi_turn_solved": metrics.turns_per_solved_task(device) if device else None,
+        "refusal_accuracy": metrics.refusal_accuracy(device, bfcl) if device or bfcl else None,
+        "special_case_accuracy": metrics.special_case_accuracy(device) if device else None,
+    }
+
+
+def build_summary(results: dict[str, dict[str, list[dict]]], models: dict[str, str], suites: list[str]) -> dict:
+    """results[label][suite] = records -> the summary written to ``summary.json``."""
+    summary: dict[str, Any] = {"suites": suites, "models": {}}
+    for label, per_suite in results.items():
+        suite_summaries = {s: SUITES[s](SuiteOptions()).summarize(rows) for s, rows in per_suite.items()}
+        summary["models"][label] = {"model": models[label], "suites": suite_summaries,
+                                    "metrics": model_metrics(per_suite)}
+    summary["reasoning_tokens_per_correct"] = {
+        s: metrics.reasoning_tokens_per_correct({label: results[label][s] for label in results}) for s in suites}
+    return summary
+
+
+def gate_scores(summary: dict) -> dict[str, dict[str, float | None]]:
+    """Per model: each suite's headline accuracy, the loop rate and the schema-valid call rate."""
+    scores = {}
+    for label, entry in summary["models"].items():
+        row = {suite: headline(suite, s) for suite, s in entry["suites"].items()}
+        row.update(loop_rate=entry["metrics"]["loop_rate"],
+                   schema_valid_call_rate=entry["metrics"]["schema_valid_call_rate"])
+        scores[label] = row
+    return scores
+
+
+def main(config: EvalConfig) -> int:
+    from botpsy.eval.report import human, markdown_table
+
+    suites = suite_names(config.suite)
+    pairs = resolve_models(config)
+    if config.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(config, out / "config.json")
+    items = {s: SUITES[s](suite_options(config, s)).items() for s in suites}
+    results: dict[str, dict[str, list[dict]]] = {}
+    for label, model in pairs:
+        try:
+            backend = open_model(model, config)
+        except ModelLoadError as exc:
+            print(f"botpsy eval: {label}: {exc}", file=sys.stderr)
+            return 2
+        http = model.startswith(("http://", "https://"))
+        try:
+            results[label] = {}
+            for s in suites:
+                print(f"[eval] {label} / {s}: {len(items[s])} items", file=sys.stderr, flush=True)
+                suite = SUITES[s](suite_options(config, s))
+                results[label][s] = run_suite(backend, suite, items[s], settings_of(config), out / label / f"{s}.jsonl",
+                                              config.concurrency if http else 1)
+        finally:
+            backend.close()
+    summary = build_summary(results, dict(pairs), suites)
+    status = 0
+    if config.compare_quants:
+        summary["quantization"] = metrics.quant_deltas(gate_scores(summary), "bf16", config.max_drop)
+        status = 1 if summary["quantization"]["flagged"] else 0
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "table.md").write_text(markdown_table(summary) + "\n")
+    emit(summary, config.json, human)
+    return status

@@ -1,0 +1,127 @@
+"""``botpsy eval``'s summary as a markdown table, models as columns (``table.md``), and its terminal view.
+
+Each row is one figure read from ``summary.json``; a figure a model has no data for shows as "-".
+Rates print as percentages, token and turn counts as numbers.
+
+Example::
+
+    print(markdown_table(json.loads(Path("runs/speedrun/eval/summary.json").read_text())))
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+Row = tuple[str, Callable[[dict], Any], str]  # (name, figure from one model's entry, format)
+
+
+def pct(value: Any) -> str:
+    """>>> pct(0.1234), pct(None)
+    ('12.3%', '-')
+    """
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def num(value: Any) -> str:
+    return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def dig(data: Any, *keys: str) -> Any:
+    """``data[k1][k2]...`` or None where a key is missing.
+
+    >>> dig({"a": {"b": 1}}, "a", "b"), dig({"a": None}, "a", "b")
+    (1, None)
+    """
+    for key in keys:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def suite_rows(summary: dict) -> list[Row]:
+    """The rows of every suite that was run, kinds/domains/categories as they occur in the data."""
+    entries = list(summary["models"].values())
+    seen = lambda *path: sorted({k for e in entries for k in (dig(e, "suites", *path) or {})})  # noqa: E731
+    rows: list[Row] = []
+    if "device" in summary["suites"]:
+        rows += [("device: success", lambda e: dig(e, "suites", "device", "success_rate"), "pct"),
+                 ("device: partial credit (mean score)", lambda e: dig(e, "suites", "device", "mean_score"), "num"),
+                 ("device: wasted calls per task", lambda e: dig(e, "suites", "device", "wasted_calls"), "num"),
+                 ("device: assistant turns per task", lambda e: dig(e, "suites", "device", "turns"), "num")]
+        for group in ("by_kind", "by_domain"):
+            for key in seen("device", group):
+                rows.append((f"device {group[3:]} {key}: success",
+                             lambda e, g=group, k=key: dig(e, "suites", "device", g, k, "success_rate"), "pct"))
+    if "bfcl" in summary["suites"]:
+        rows += [("bfcl: accuracy (all items)", lambda e: dig(e, "suites", "bfcl", "accuracy"), "pct"),
+                 ("bfcl: overall (offline sections, BFCL weights)", lambda e: dig(e, "suites", "bfcl", "overall_offline"), "pct")]
+        for section in ("non_live", "live", "irrelevance", "multi_turn"):
+            rows.append((f"bfcl section {section}", lambda e, s=section: dig(e, "suites", "bfcl", "sections", s), "pct"))
+        for category in seen("bfcl", "categories"):
+            rows.append((f"bfcl {category}", lambda e, c=category: dig(e, "suites", "bfcl", "categories", c, "accuracy"), "pct"))
+    for name in ("ifeval", "ifbench"):
+        if name in summary["suites"]:
+            for figure in ("prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose"):
+                rows.append((f"{name}: {figure.replace('_', ' ')}", lambda e, n=name, f=figure: dig(e, "suites", n, f), "pct"))
+            rows.append((f"{name}: instructions skipped", lambda e, n=name: dig(e, "suites", n, "instructions_skipped"), "num"))
+    return rows
+
+
+METRIC_ROWS: list[Row] = [
+    ("generations", lambda e: dig(e, "metrics", "generations"), "num"),
+    ("loop rate (reasoning loops, observed)", lambda e: dig(e, "metrics", "loop_rate"), "pct"),
+    ("cap-hit rate", lambda e: dig(e, "metrics", "cap_hit_rate"), "pct"),
+    ("schema-valid call rate", lambda e: dig(e, "metrics", "schema_valid_call_rate"), "pct"),
+    ("assistant turns per solved multi-turn task", lambda e: dig(e, "metrics", "multi_turn_solved", "assistant_turns"), "num"),
+    ("tool calls per solved multi-turn task", lambda e: dig(e, "metrics", "multi_turn_solved", "tool_calls"), "num"),
+    ("refusal accuracy (no tool fits)", lambda e: dig(e, "metrics", "refusal_accuracy", "all"), "pct"),
+    ("special-case accuracy", lambda e: dig(e, "metrics", "special_case_accuracy", "all"), "pct"),
+    ("special: incomplete", lambda e: dig(e, "metrics", "special_case_accuracy", "incomplete"), "pct"),
+    ("special: wrong value", lambda e: dig(e, "metrics", "special_case_accuracy", "wrong_value"), "pct"),
+    ("special: unavailable", lambda e: dig(e, "metrics", "special_case_accuracy", "unavailable"), "pct"),
+    ("backend errors", lambda e: dig(e, "metrics", "backend_errors"), "num"),
+]
+
+
+def markdown_table(summary: dict) -> str:
+    """The whole summary as one markdown table, plus the quantization deltas and BFCL's left-out list."""
+    labels = list(summary["models"])
+    entries = [summary["models"][label] for label in labels]
+    lines = ["| figure | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+    for name, figure, kind in suite_rows(summary) + METRIC_ROWS:
+        show = pct if kind == "pct" else num
+        lines.append(f"| {name} | " + " | ".join(show(figure(e)) for e in entries) + " |")
+    for suite, result in summary.get("reasoning_tokens_per_correct", {}).items():
+        values = [num(result["per_model"].get(label)) for label in labels]
+        lines.append(f"| reasoning tokens per correct {suite} item ({result['items']} items all got right) | "
+                     + " | ".join(values) + " |")
+    lines += quant_lines(summary) + left_out_lines(summary)
+    return "\n".join(lines)
+
+
+def quant_lines(summary: dict) -> list[str]:
+    quant = summary.get("quantization")
+    if not quant:
+        return []
+    lines = ["", f"Quantization deltas against {quant['baseline']} (flagged: a drop over {quant['max_drop']}):", "",
+             "| model | metric | delta |", "|---|---|---|"]
+    flagged = {(f["model"], f["metric"]) for f in quant["flagged"]}
+    for label, deltas in quant["deltas"].items():
+        for metric, delta in deltas.items():
+            mark = " **FLAGGED**" if (label, metric) in flagged else ""
+            lines.append(f"| {label} | {metric} | {delta:+.4f}{mark} |")
+    return lines
+
+
+def left_out_lines(summary: dict) -> list[str]:
+    left_out = next((dig(e, "suites", "bfcl", "left_out") for e in summary["models"].values()
+                     if dig(e, "suites", "bfcl", "left_out")), None)
+    if not left_out:
+        return []
+    return ["", "BFCL categories left out:"] + [f"- {name}: {why}" for name, why in left_out.items()]
+
+
+def human(summary: dict) -> str:
+    """The terminal view: the table without the markdown rules."""
+    return markdown_table(summary)

@@ -1,0 +1,257 @@
+"""The suites ``botpsy eval`` runs: each picks its items, runs one item on a backend, summarizes.
+
+Every suite turns one item into one JSON record (a line of ``OUT/<model>/<suite>.jsonl``) with
+``id``, ``correct`` and the generations behind it (``botpsy.eval.metrics`` reads those), plus
+what the item needs to be checked by hand:
+
+* ``device``: the device world's test split, tasks picked round-robin over the kinds so every
+  kind is present; one ``solve_task`` episode each (the simulated user, the world's checker);
+  the record is solve's (steps, conversation, success, score, wasted calls).
+* ``bfcl``: BFCL v4's offline categories (``--limit`` items per category), prompted in botpsy's
+  chat format and scored with the official checkers (``botpsy.eval.bfcl``); multi-turn items
+  run turn by turn on BFCL's backends.
+* ``ifeval`` / ``ifbench``: the prompt alone, no tools; the answer (reasoning excluded) scored
+  strict and loose by botpsy's checkers; instructions that need data not available offline are
+  skipped and counted.
+
+Every generation runs greedily with the loop guard in observe mode (loops are measured, not
+prevented) and the same token cap, so models are compared on equal terms.
+
+Example::
+
+    suite = SUITES["ifeval"](SuiteOptions(limit=5))
+    record = suite.run(backend, suite.items()[0], RunSettings(max_tokens=512))
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from botpsy.eval import metrics
+from botpsy.runtime.backend import Backend, SamplingConfig
+from botpsy.runtime.generate import GenerateConfig, chat_prompt, generate
+
+
+@dataclass
+class RunSettings:
+    """How every generation of an evaluation runs (the same for each model compared)."""
+
+    max_tokens: int = 32768
+    thinking_budget: int = 0
+    enable_thinking: bool = True
+    max_turns: int = 12
+    token_budget: int = 0  # device: most generated tokens per task (0 = 4 x max_tokens)
+
+    def generation(self) -> GenerateConfig:
+        return GenerateConfig(max_tokens=self.max_tokens, sampling=SamplingConfig(temperature=0.0),
+                              on_loop="observe", thinking_budget=self.thinking_budget)
+
+
+@dataclass
+class SuiteOptions:
+    """Which items a suite draws. ``limit`` 0 means all of them (BFCL: per category)."""
+
+    limit: int = 0
+    seed: int = 0
+    tasks_file: str = ""  # device: a task file written by `botpsy tasks`; empty draws from the test split
+    bfcl_categories: list[str] = field(default_factory=lambda: ["all"])
+    data_dir: str = ""  # ifeval/ifbench data (default: ../shared/data)
+
+
+@dataclass
+class Item:
+    """One thing to evaluate: ``id`` keys the JSONL (resume), ``payload`` is the suite's own object."""
+
+    id: str
+    payload: Any
+
+
+def run_turn(backend: Backend, messages: list[dict], tools: list[dict] | None, settings: RunSettings):
+    """One assistant turn for ``messages`` (rendered in botpsy's chat format)."""
+    prompt, prefix = chat_prompt(messages, tools, enable_thinking=settings.enable_thinking)
+    return generate(backend, prompt, settings.generation(), tools=tools, cache_prefix=prefix)
+
+
+# ---- device ---------------------------------------------------------------------------------
+
+
+class DeviceSuite:
+    name = "device"
+    DEFAULT_TASKS = 300
+
+    def __init__(self, options: SuiteOptions) -> None:
+        self.options = options
+
+    def items(self) -> list[Item]:
+        from botpsy.world import Task, generate_tasks
+
+        wanted = self.options.limit or self.DEFAULT_TASKS
+        if self.options.tasks_file:
+            path = Path(self.options.tasks_file)
+            if not path.is_file():
+                raise FileNotFoundError(f"task file {path} does not exist (write one with `botpsy tasks`)")
+            pool = [Task.from_json(line) for line in path.read_text().splitlines() if line.strip()]
+        else:
+            pool = generate_tasks("test", max(wanted * 3, 60), seed=self.options.seed)
+        return [Item(task.id, task) for task in by_kind_round_robin(pool, wanted)]
+
+    def run(self, backend: Backend, item: Item, settings: RunSettings) -> dict[str, Any]:
+        from botpsy.agent.loop import AgentConfig
+        from botpsy.agent.solve import solve_task
+
+        budget = settings.token_budget or 4 * settings.max_tokens
+        agent = AgentConfig(max_steps=settings.max_turns, token_budget=budget,
+                            enable_thinking=settings.enable_thinking, generation=settings.generation())
+        record = solve_task(backend, item.payload, agent, settings.max_turns)
+        return {"id": item.id, "correct": bool(record["success"]), **record}
+
+    def failure(self, item: Item, message: str) -> dict[str, Any]:
+        """The record of a task the backend could not run: failed, no steps."""
+        task = item.payload
+        return {"id": item.id, "correct": False, "backend_error": message, "task_id": task.id, "kind": task.kind,
+                "domain": task.domain, "success": False, "score": 0.0, "wasted_calls": 0,
+                "stats": {"model_steps": 0, "tool_calls": 0}, "steps": []}
+
+    def summarize(self, records: list[dict]) -> dict[str, Any]:
+        solved = sum(r["success"] for r in records)
+        return {"tasks": len(records), "solved": solved, "success_rate": metrics.share(solved, len(records)),
+                "mean_score": mean([r["score"] for r in records]),
+                "wasted_calls": mean([r.get("wasted_calls", 0) for r in records]),
+                "turns": mean([r["stats"]["model_steps"] for r in records]),
+                "by_kind": group_figures(records, "kind"), "by_domain": group_figures(records, "domain")}
+
+
+def by_kind_round_robin(tasks: list, n: int) -> list:
+    """Up to ``n`` tasks taken one kind at a time in turn (each kind's tasks in file order), so a
+    small sample still has every kind.
+
+    >>> from types import SimpleNamespace as T
+    >>> tasks = [T(kind="a", id=1), T(kind="a", id=2), T(kind="a", id=3), T(kind="b", id=4)]
+    >>> [t.id for t in by_kind_round_robin(tasks, 3)]
+    [1, 4, 2]
+    """
+    queues: dict[str, list] = defaultdict(list)
+    for task in tasks:
+        queues[task.kind].append(task)
+    picked: list = []
+    while len(picked) < n and any(queues.values()):
+        for kind in list(queues):
+            if queues[kind] and len(picked) < n:
+                picked.append(queues[kind].pop(0))
+    return picked
+
+
+def group_figures(records: list[dict], key: str) -> dict[str, dict[str, Any]]:
+    """Success, partial credit, wasted calls and assistant turns per value of ``key`` (kind, domain)."""
+    out = {}
+    for value in sorted({r[key] for r in records}):
+        rows = [r for r in records if r[key] == value]
+        out[value] = {"tasks": len(rows), "success_rate": metrics.share(sum(r["success"] for r in rows), len(rows)),
+                      "mean_score": mean([r["score"] for r in rows]),
+                      "wasted_calls": mean([r.get("wasted_calls", 0) for r in rows]),
+                      "turns": mean([r["stats"]["model_steps"] for r in rows])}
+    return out
+
+
+def mean(values: list) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+# ---- BFCL -----------------------------------------------------------------------------------
+
+
+class BFCLSuite:
+    name = "bfcl"
+
+    def __init__(self, options: SuiteOptions) -> None:
+        self.options = options
+
+    def items(self) -> list[Item]:
+        from botpsy.eval.bfcl import bfcl_items
+
+        return [Item(i.id, i) for i in bfcl_items(self.options.bfcl_categories, self.options.limit or None)]
+
+    def run(self, backend: Backend, item: Item, settings: RunSettings) -> dict[str, Any]:
+        from botpsy.eval.bfcl import run_item
+
+        generations: list[dict] = []
+
+        def answer(messages: list[dict], tools: list[dict]) -> str:
+            result = run_turn(backend, messages, tools, settings)
+            generations.append(metrics.generation_record(result))
+            return result.text
+
+        verdict = run_item(item.payload, answer, thinking=settings.enable_thinking)
+        return {"id": item.id, "category": item.payload.category, "correct": bool(verdict.valid),
+                "messages": item.payload.turns, "raw": verdict.raw, "calls": verdict.calls,
+                "error_type": verdict.error_type, "error": verdict.error, "generations": generations}
+
+    def failure(self, item: Item, message: str) -> dict[str, Any]:
+        return {"id": item.id, "category": item.payload.category, "correct": False, "backend_error": message,
+                "generations": []}
+
+    def summarize(self, records: list[dict]) -> dict[str, Any]:
+        from botpsy.eval.bfcl import Verdict, summarize
+
+        summary = summarize([Verdict(r["id"], r["category"], r["correct"]) for r in records])
+        correct = sum(r["correct"] for r in records)
+        return {"items": len(records), "accuracy": metrics.share(correct, len(records)), **summary}
+
+
+# ---- IFEval / IFBench -----------------------------------------------------------------------
+
+
+class InstructionSuite:
+    """IFEval or IFBench: ``name`` picks the benchmark file under the data folder."""
+
+    FILES = {"ifeval": "ifeval/input_data.jsonl", "ifbench": "ifbench/IFBench_test.jsonl"}
+
+    def __init__(self, name: str, options: SuiteOptions) -> None:
+        self.name = name
+        self.options = options
+
+    def items(self) -> list[Item]:
+        from botpsy.eval.bfcl.items import spread
+        from botpsy.eval.instructions.agreement import default_data_dir
+
+        path = Path(self.options.data_dir or default_data_dir()) / self.FILES[self.name]
+        if not path.is_file():
+            raise FileNotFoundError(f"{self.name} data {path} does not exist (set --data-dir or $BOTPSY_DATA_DIR)")
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [Item(str(records[i]["key"]), records[i]) for i in spread(len(records), self.options.limit or None)]
+
+    def run(self, backend: Backend, item: Item, settings: RunSettings) -> dict[str, Any]:
+        from botpsy.eval.instructions import score_item
+
+        messages = [{"role": "user", "content": item.payload["prompt"]}]
+        result = run_turn(backend, messages, None, settings)
+        scores = score_item(item.payload, result.content)
+        return {"id": item.id, "correct": scores["follow_all_strict"] and not scores["skipped"],
+                "messages": messages, "raw": result.text, "response": result.content, "scores": scores,
+                "generations": [metrics.generation_record(result)]}
+
+    def failure(self, item: Item, message: str) -> dict[str, Any]:
+        from botpsy.eval.instructions import score_item
+
+        return {"id": item.id, "correct": False, "backend_error": message, "scores": score_item(item.payload, ""),
+                "generations": []}
+
+    def summarize(self, records: list[dict]) -> dict[str, Any]:
+        from botpsy.eval.instructions import aggregate
+
+        return aggregate([r["scores"] for r in records])
+
+
+SUITES = {"device": DeviceSuite, "bfcl": BFCLSuite,
+          "ifeval": lambda options: InstructionSuite("ifeval", options),
+          "ifbench": lambda options: InstructionSuite("ifbench", options)}
+
+
+def headline(suite: str, summary: dict[str, Any]) -> float | None:
+    """The one accuracy a suite is compared on (the quantization gate, the table's first rows)."""
+    key = {"device": "success_rate", "bfcl": "accuracy", "ifeval": "prompt_strict", "ifbench": "prompt_strict"}[suite]
+    return summary.get(key)

@@ -16,7 +16,9 @@ Row = tuple[str, Callable[[dict], Any], str]  # (name, figure from one model's e
 
 
 def pct(value: Any) -> str:
-    """>>> pct(0.1234), pct(None)
+    """A rate as a percentage, "-" when there is none.
+
+    >>> pct(0.1234), pct(None)
     ('12.3%', '-')
     """
     return "-" if value is None else f"{100 * value:.1f}%"

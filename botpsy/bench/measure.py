@@ -18,6 +18,13 @@
   botpsy's tool format (a foreign model cannot make progress, so its time would mean nothing).
 
 Peak RSS while generating is sampled over the TTFT, throughput and agent measurements.
+
+Example (what ``botpsy bench`` runs for each file)::
+
+    settings = Settings(threads=2, reps=3, warmup=1, n_ctx=8192, contexts=[256, 1024], tool_counts=[10, 25],
+                        decode_tokens=64, turn_tokens=128, task_turns=6)
+    entry = bench_model(Path("model-q4_k_m.gguf"), settings, bandwidth_gb_per_s=12.5,
+                        last_level_cache=32 << 20, meter=RaplMeter.open())
 """
 
 from __future__ import annotations

@@ -108,3 +108,13 @@ def test_model_metrics_and_gate_scores_from_records():
     summary = {"models": {"m": {"suites": {"device": {"success_rate": 0.5}, "bfcl": {"accuracy": 0.0}},
                                 "metrics": figures}}}
     assert gate_scores(summary) == {"m": {"device": 0.5, "bfcl": 0.0, "loop_rate": 1.0, "schema_valid_call_rate": 0.0}}
+
+
+@pytest.mark.parametrize("module", ["botpsy.eval.metrics", "botpsy.eval.suites", "botpsy.eval.harness",
+                                    "botpsy.eval.report"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    failed, attempted = doctest.testmod(importlib.import_module(module))
+    assert attempted > 0 and failed == 0

@@ -36,6 +36,15 @@ class SpeedrunConfig:
     sft_steps: int = field(default=400, metadata={"help": "SFT optimizer steps."})
     threads: int = field(default=2, metadata={"help": "CPU threads for torch and llama.cpp."})
     agent_tasks: int = field(default=30, metadata={"help": "Test-split tasks the shipped Q4_K_M agent runs end to end."})
+    eval_device_tasks: int = field(default=12, metadata={
+        "help": "Test-split device tasks each model is evaluated on (round-robin over the kinds)."})
+    eval_bfcl_items: int = field(default=1, metadata={"help": "BFCL items per category in the evaluation."})
+    eval_bfcl_categories: list[str] = field(default_factory=lambda: [
+        "simple_python", "multiple", "parallel", "irrelevance", "live_simple", "live_irrelevance", "multi_turn_base"],
+        metadata={"help": "BFCL categories sampled in the evaluation."})
+    eval_if_items: int = field(default=2, metadata={"help": "IFEval and IFBench items (each) in the evaluation."})
+    eval_max_tokens: int = field(default=256, metadata={
+        "help": "Token cap per generation in the evaluation (the untrained base hits it every time)."})
     fresh: bool = field(default=False, metadata={"help": "Delete the run folder first instead of resuming."})
     only: list[str] = field(default_factory=list, metadata={"help": "Run only these steps (by name)."})
     json: bool = field(default=False, metadata={"help": "Print the stage summary as JSON."})
@@ -114,6 +123,23 @@ def step_agent(cfg: SpeedrunConfig, run: Path):
     return main(stage_cfg)
 
 
+def step_eval(cfg: SpeedrunConfig, run: Path):
+    """Base, SFT and each quantization side by side on the device suite and samples of BFCL, IFEval, IFBench."""
+    from botpsy.eval.harness import EvalConfig, main
+
+    quants = ["bf16", "q8_0", "q4_k_m"]
+    models = [str(run / "base"), str(run / "sft")] + [str(run / "gguf" / f"model-{q}.gguf") for q in quants]
+    # One thread (as the agent step): on a busy 2-core machine two threads made decoding far slower.
+    # The per-task budget of two capped turns keeps the untrained base, which never stops by itself,
+    # from spending the step's time on format retries.
+    stage_cfg = EvalConfig(model=models, label=["base", "sft"] + quants, suite="device,bfcl,ifeval,ifbench",
+                           out=str(run / "eval"), tasks=str(run / "tasks" / "test.jsonl"),
+                           device_limit=cfg.eval_device_tasks, bfcl_limit=cfg.eval_bfcl_items,
+                           bfcl_category=list(cfg.eval_bfcl_categories), if_limit=cfg.eval_if_items,
+                           max_tokens=cfg.eval_max_tokens, token_budget=2 * cfg.eval_max_tokens, threads=1)
+    return main(stage_cfg)
+
+
 STEPS = [
     Step("tasks", "tasks/test.jsonl", step_tasks),
     Step("data", "data/meta.json", step_data),
@@ -123,6 +149,7 @@ STEPS = [
     Step("export", "gguf/meta.json", step_export),
     Step("parity", "gguf/parity.json", step_parity),
     Step("agent", "agent/summary.json", step_agent),
+    Step("eval", "eval/summary.json", step_eval),
 ]
 
 

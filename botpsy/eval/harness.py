@@ -63,6 +63,7 @@ class EvalConfig:
     thinking_budget: int = field(default=0, metadata={"help": "Close the reasoning after this many tokens (0 = off)."})
     enable_thinking: bool = field(default=True, metadata={"help": "Let the models reason before answering."})
     max_turns: int = field(default=12, metadata={"help": "Most assistant turns per device task."})
+    token_budget: int = field(default=0, metadata={"help": "Most generated tokens per device task (0 = 4 x max tokens)."})
     threads: int = field(default=0, metadata={"help": "CPU threads for local models (0 = all physical cores)."})
     n_ctx: int = field(default=0, metadata={"help": "Context size for local models (0 = max tokens + 8192)."})
     concurrency: int = field(default=1, metadata={"help": "Items in flight at once (HTTP models only)."})
@@ -131,7 +132,8 @@ def suite_options(config: EvalConfig, suite: str) -> SuiteOptions:
 
 def settings_of(config: EvalConfig) -> RunSettings:
     return RunSettings(max_tokens=config.max_tokens, thinking_budget=config.thinking_budget,
-                       enable_thinking=config.enable_thinking, max_turns=config.max_turns)
+                       enable_thinking=config.enable_thinking, max_turns=config.max_turns,
+                       token_budget=config.token_budget)
 
 
 # ---- running items, resumably ---------------------------------------------------------------
@@ -264,10 +266,13 @@ def main(config: EvalConfig) -> int:
         finally:
             backend.close()
     summary = build_summary(results, dict(pairs), suites)
-    status = 0
-    if config.compare_quants:
-        summary["quantization"] = metrics.quant_deltas(gate_scores(summary), "bf16", config.max_drop)
-        status = 1 if summary["quantization"]["flagged"] else 0
+    # Quantizations evaluated together (by --compare-quants, or labelled so) are compared with bf16;
+    # only --compare-quants turns a flagged drop into a failing exit status.
+    scores = gate_scores(summary)
+    quants = {label: scores[label] for label in scores if label in QUANT_FILES}
+    if "bf16" in quants and len(quants) > 1:
+        summary["quantization"] = metrics.quant_deltas(quants, "bf16", config.max_drop)
+    status = 1 if config.compare_quants and summary["quantization"]["flagged"] else 0
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "table.md").write_text(markdown_table(summary) + "\n")
     emit(summary, config.json, human)

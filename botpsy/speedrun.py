@@ -33,7 +33,8 @@ class SpeedrunConfig:
     test_tasks: int = field(default=300, metadata={"help": "Test-split tasks (held-out templates and seeds)."})
     vocab_size: int = field(default=4096, metadata={"help": "Tokenizer vocabulary size."})
     preset: str = field(default="tiny", metadata={"help": "Student model preset."})
-    sft_steps: int = field(default=400, metadata={"help": "SFT optimizer steps."})
+    sft_steps: int = field(default=300, metadata={"help": "SFT optimizer steps."})
+    sft_batch_tokens: int = field(default=4096, metadata={"help": "Padded tokens per SFT batch (about four trajectories)."})
     threads: int = field(default=2, metadata={"help": "CPU threads for torch and llama.cpp."})
     agent_tasks: int = field(default=30, metadata={"help": "Test-split tasks the shipped Q4_K_M agent runs end to end."})
     eval_device_tasks: int = field(default=12, metadata={
@@ -94,6 +95,7 @@ def step_sft(cfg: SpeedrunConfig, run: Path):
     from botpsy.train.sft import SFTConfig, main
 
     stage_cfg = SFTConfig(init=str(run / "base"), data=str(run / "data"), out=str(run / "sft"), steps=cfg.sft_steps,
+                          batch_tokens=cfg.sft_batch_tokens, eval_every=50,
                           seed=cfg.seed, threads=cfg.threads)
     return main(stage_cfg)
 

@@ -44,7 +44,7 @@ class SFTConfig:
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
     grad_clip: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
     max_length: int = field(default=2048, metadata={"help": "Longer sequences are skipped (and counted)."})
-    eval_every: int = field(default=100, metadata={"help": "Steps between dev evaluations (0: only at the end)."})
+    eval_every: int = field(default=100, metadata={"help": "Steps between dev-loss evaluations (0: only at the end, where exact-call accuracy is also scored)."})
     eval_examples: int = field(default=24, metadata={"help": "Dev examples whose first call is generated and scored."})
     test_examples: int = field(default=100, metadata={"help": "At the end, score the first call of up to this many single-call test-split tasks (DATA/test.jsonl, held-out templates) and record it in meta.json."})
     eval_max_new_tokens: int = field(default=160, metadata={"help": "Generation limit for the dev call check."})
@@ -157,7 +157,6 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
     pad_id = tokenizer.pad_token_id
     speed = common.Throughput()
     bar = tqdm(total=config.steps, initial=progress.step, desc=config.stage, unit="step", disable=not accelerator.is_main_process)
-    dev_metrics: dict = {}
     while progress.step < config.steps:
         batches = common.token_budget_batches(train, config.batch_tokens, config.seed, progress.epoch)
         shard = batches[accelerator.process_index :: accelerator.num_processes]
@@ -186,8 +185,8 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
             record = {"step": progress.step, "loss": sum(losses) / len(losses), "lr": schedule.get_last_lr()[0],
                       "tokens_per_s": speed.add(step_tokens)}
             if config.eval_every and progress.step % config.eval_every == 0 and progress.step < config.steps:
-                dev_metrics = evaluate(config, accelerator.unwrap_model(model), tokenizer, dev, dev_rows, dev_eval, pad_id)
-                record["dev"] = dev_metrics
+                # Periodic checks score loss only; greedy call generation runs once, at the end.
+                record["dev"] = {"loss": dev_eval.mean_loss(accelerator.unwrap_model(model), dev, pad_id)}
             curves.write(record)
             bar.update(1)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")

@@ -41,10 +41,10 @@ class SpeedrunConfig:
         "help": "Test-split device tasks each model is evaluated on (round-robin over the kinds)."})
     eval_bfcl_items: int = field(default=1, metadata={"help": "BFCL items per category in the evaluation."})
     eval_bfcl_categories: list[str] = field(default_factory=lambda: [
-        "simple_python", "multiple", "parallel", "irrelevance", "live_simple", "live_irrelevance", "multi_turn_base"],
+        "simple_python", "multiple", "parallel", "irrelevance", "live_simple", "multi_turn_base"],
         metadata={"help": "BFCL categories sampled in the evaluation."})
     eval_if_items: int = field(default=2, metadata={"help": "IFEval and IFBench items (each) in the evaluation."})
-    eval_max_tokens: int = field(default=256, metadata={
+    eval_max_tokens: int = field(default=160, metadata={
         "help": "Token cap per generation in the evaluation (the untrained base hits it every time)."})
     fresh: bool = field(default=False, metadata={"help": "Delete the run folder first instead of resuming."})
     only: list[str] = field(default_factory=list, metadata={"help": "Run only these steps (by name)."})

@@ -25,6 +25,7 @@ from typing import Any, Iterable
 SPECIAL_KINDS = ("incomplete", "wrong_value", "unavailable")
 REFUSAL_KINDS = ("irrelevant",)
 BFCL_REFUSAL_CATEGORIES = ("irrelevance", "live_irrelevance")
+NON_CALL_ERRORS = ("unclosed_think",)  # parse errors that are not about a call
 MULTI_TURN_KINDS = ("multi_step", "multi_turn")  # device tasks that need more than one assistant turn
 
 
@@ -57,16 +58,23 @@ def generation_record(result: Any) -> dict[str, Any]:
 def all_generations(records: Iterable[dict]) -> list[dict]:
     """Every generation of every item record, in order (a device record's are its model steps).
 
-    >>> all_generations([{"generations": [{"a": 1}]}, {"steps": [{"type": "model"}, {"type": "tool"}]}])
-    [{'a': 1}, {'type': 'model'}]
+    >>> all_generations([{"generations": [{"a": 1}]}, {"steps": [{"type": "model", "index": 0}, {"type": "tool"}]}])
+    [{'a': 1}, {'type': 'model', 'index': 0, 'invalid_calls': 0}]
     """
     return [g for r in records for g in generations_of(r)]
 
 
 def generations_of(record: dict) -> list[dict]:
+    """An item's generations; a device record's model steps each gain ``invalid_calls``, how many
+    of that turn's calls the world rejected as malformed (unknown tool, arguments off the schema)."""
     if "generations" in record:
         return record["generations"] or []
-    return [s for s in record.get("steps") or [] if s.get("type") == "model"]
+    steps = record.get("steps") or []
+    invalid: dict[int, int] = {}
+    for step in steps:
+        if step.get("type") == "tool" and step.get("validation_error"):
+            invalid[step["index"]] = invalid.get(step["index"], 0) + 1
+    return [{**s, "invalid_calls": invalid.get(s.get("index"), 0)} for s in steps if s.get("type") == "model"]
 
 
 def loop_rate(generations: list[dict]) -> float | None:
@@ -91,17 +99,25 @@ def cap_hit_rate(generations: list[dict]) -> float | None:
     return share(sum(g.get("finish_reason") == "length" for g in generations), len(generations))
 
 
+def call_errors(generation: dict) -> list[dict]:
+    """The parse errors that concern a tool call (a reasoning block cut at the cap does not)."""
+    return [e for e in generation.get("parse_errors") or [] if e.get("kind") not in NON_CALL_ERRORS]
+
+
 def schema_valid_call_rate(generations: list[dict]) -> float | None:
     """Share of the generations that tried to call a tool whose calls all parsed against the tools'
-    schemas (a generation with a parse error, or with a call and an error, is invalid).
+    schemas: no malformed call block, and (device world) no call rejected as unknown or with
+    arguments off its schema (``invalid_calls``).
 
     >>> schema_valid_call_rate([{"tool_calls": [{"name": "a"}], "parse_errors": []},
     ...                         {"tool_calls": [], "parse_errors": [{"kind": "bad_json"}]},
-    ...                         {"tool_calls": [], "parse_errors": []}])
-    0.5
+    ...                         {"tool_calls": [{"name": "b"}], "invalid_calls": 1},
+    ...                         {"tool_calls": [], "parse_errors": [{"kind": "unclosed_think"}]}])
+    0.3333
     """
-    attempted = [g for g in generations if g.get("tool_calls") or g.get("parse_errors")]
-    return share(sum(not g.get("parse_errors") for g in attempted), len(attempted))
+    attempted = [g for g in generations if g.get("tool_calls") or call_errors(g)]
+    valid = sum(not call_errors(g) and not g.get("invalid_calls") for g in attempted)
+    return share(valid, len(attempted))
 
 
 def reasoning_tokens(record: dict) -> int:

@@ -35,6 +35,18 @@ def test_schema_valid_rate_ignores_generations_without_calls():
     generations = [gen(calls=2), gen(calls=1, errors=1), gen(errors=1), gen(), gen()]
     assert metrics.schema_valid_call_rate(generations) == pytest.approx(1 / 3, abs=1e-4)
     assert metrics.schema_valid_call_rate([gen()]) is None
+    cut_reasoning = {**gen("length"), "parse_errors": [{"kind": "unclosed_think", "message": "cut"}]}
+    assert metrics.schema_valid_call_rate([cut_reasoning]) is None  # no call was attempted
+
+
+def test_schema_valid_rate_counts_calls_the_world_rejected():
+    steps = [ModelStep(0, 10, "", "", [{"id": "1", "name": "nope", "arguments": {}}], [], "stop", 5).to_dict(),
+             ToolStep(0, "1", "nope", {}, {"error": "unknown_tool"}, "unknown_tool", validation_error=True).to_dict(),
+             ModelStep(1, 10, "", "", [{"id": "2", "name": "f", "arguments": {}}], [], "stop", 5).to_dict(),
+             ToolStep(1, "2", "f", {}, {"ok": True}).to_dict()]
+    generations = metrics.all_generations([{"id": "t", "steps": steps}])
+    assert [g["invalid_calls"] for g in generations] == [1, 0]
+    assert metrics.schema_valid_call_rate(generations) == 0.5
 
 
 def test_device_generations_come_from_model_steps():

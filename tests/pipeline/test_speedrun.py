@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow
 def test_speedrun_runs_every_stage_and_resumes(tmp_path, capsys):
     run = tmp_path / "run"
     config = SpeedrunConfig(run=str(run), train_tasks=60, dev_tasks=10, test_tasks=20, vocab_size=600, sft_steps=4,
-                            agent_tasks=2, threads=1, json=True)
+                            agent_tasks=2, threads=1, eval_device_tasks=2, eval_bfcl_categories=["simple_python"],
+                            eval_if_items=1, eval_max_tokens=16, json=True)
     assert main(config) == 0
     timings = json.loads((run / "speedrun.json").read_text())
     assert list(timings) == [step.name for step in STEPS]

@@ -17,8 +17,10 @@
       load_ms         Stats
       memory          {estimate: the runtime's MemoryEstimate.to_dict(), rss_before_load_bytes,
                        rss_loaded_bytes, peak_rss_generating_bytes}
-      ttft            [{tools, prompt_tokens, prefix_tokens, cold_ms: Stats, warm_ms: Stats, warm_over_cold}
-                       or {tools, skipped: reason}]  (cold: nothing cached; warm: the tools prefix restored)
+      ttft            [{tools, prompt_tokens, prefix_tokens, cold_ms: Stats, warm_ms: Stats, warm_over_cold,
+                        warm_cache_hits} or {tools, skipped: reason}]
+                      (cold: nothing cached; warm: the tools prefix restored; warm_cache_hits counts the
+                      recorded warm runs that did restore it)
       throughput      [{context_tokens, decode_tokens, prefill_tokens_per_s: Stats, decode_tokens_per_s: Stats}
                        or {context_tokens, skipped: reason}]
       agent_turn      {ms: Stats, completion_tokens, tool_calls, prompt_tokens} or {skipped: reason}

@@ -218,7 +218,8 @@ def model_lines(model: dict[str, Any]) -> list[str]:
              f"- File {mib(model['file_bytes'])}, n_ctx {model['n_ctx']}, load {stat(model['load_ms'])} ms, "
              f"botpsy tool format: {'yes' if model['speaks_botpsy_format'] else 'no'}",
              f"- Memory: estimate {mib(memory['estimate']['total_bytes'])}; RSS loaded {mib(memory['rss_loaded_bytes'])} "
-             f"(before load {mib(memory['rss_before_load_bytes'])}); peak while generating "
+             f"(+{mib(memory['rss_loaded_bytes'] - memory['rss_before_load_bytes'])} over the process before loading); "
+             "peak while generating "
              f"{mib(memory['peak_rss_generating_bytes'])}",
              f"- Roofline at {roof['context_tokens']} tokens: {roof['bytes_per_token'] / 1e6:.1f} MB read per token, "
              f"bandwidth {roof['bandwidth_gb_per_s']:.2f} GB/s allows {roof['allowed_decode_tokens_per_s']:.1f} tok/s; "

@@ -15,8 +15,10 @@ cache, so decode speed is bounded by memory bandwidth / bytes read per token. Th
   and recurrent states read per token are not counted: at the short context where the roofline
   is taken they are a small fraction of the weights (the card names the context used).
 * ``roofline``: the decode speed that bandwidth allows, and the measured speed as a fraction.
-  A model small enough to sit in the CPU caches is not bound by DRAM bandwidth: its fraction
-  can exceed 1, and then says little (the card notes when weights fit in the last-level cache).
+  A model small enough to sit in the CPU caches is not bound by DRAM bandwidth: its decode is
+  limited by fixed per-token costs (graph setup, sampling over the vocabulary, thread
+  hand-offs), its fraction says little and can even exceed 1 (the card notes when weights fit
+  in the last-level cache).
 
 Example::
 
@@ -89,6 +91,7 @@ def roofline(model_bytes: dict[str, Any], bandwidth_gb_per_s: float, measured_to
         "measured_decode_tokens_per_s": round(measured_tokens_per_s, 2),
         "fraction_of_roofline": round(measured_tokens_per_s / allowed, 4) if allowed else None,
         "context_tokens": context_tokens, "fits_in_last_level_cache": fits,
-        "note": ("the weights fit in the last-level cache, so decode is not bound by DRAM bandwidth and the "
-                 "fraction can exceed 1" if fits else "weights larger than the last-level cache: DRAM-bound decode"),
+        "note": ("the weights fit in the last-level cache: decode is bound by per-token overheads (graph setup, "
+                 "sampling, thread hand-offs) and cache bandwidth, not DRAM, so the fraction says little and can "
+                 "even exceed 1" if fits else "weights larger than the last-level cache: DRAM-bound decode"),
     }

@@ -55,7 +55,8 @@ def ttft_plot(card: dict[str, Any], path: Path) -> Path:
         colour = f"C{index % 10}"
         axis.plot(tools, [t["cold_ms"]["median"] for t in rows], "-o", color=colour, label=f"{label(model)} cold")
         axis.plot(tools, [t["warm_ms"]["median"] for t in rows], "--s", color=colour, label=f"{label(model)} warm")
-    axis.set(title="time to first token (median)", xlabel="tools in the prompt", ylabel="ms")
+    axis.set(title="time to first token (median)", xlabel="tools in the prompt", ylabel="ms (log scale)")
+    axis.set_yscale("log")  # warm TTFT is tens of times below cold; a linear axis flattens it to zero
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7)
     return _save(fig, plt, path)

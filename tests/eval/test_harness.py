@@ -100,6 +100,7 @@ def test_resume_runs_only_missing_items(tmp_path, device_tasks):
     assert jsonl.read_text().splitlines() == redone
 
 
+@needs_shared_data
 def test_backend_failure_is_recorded_then_retried(tmp_path):
     suite = InstructionSuite("ifeval", SuiteOptions(limit=2))
     items = suite.items()
@@ -113,6 +114,7 @@ def test_backend_failure_is_recorded_then_retried(tmp_path):
     assert set(read_records(path)) == {items[0].id, items[1].id}
 
 
+@needs_shared_data
 def test_instruction_records_score_the_answer_not_the_reasoning(tmp_path):
     suite = InstructionSuite("ifeval", SuiteOptions(limit=3))
     items = suite.items()
@@ -142,6 +144,7 @@ def test_bfcl_records_gold_correct_and_wrong_answers(tmp_path):
     assert "web_search_base" in summary["left_out"]
 
 
+@needs_shared_data
 def test_concurrent_items_keep_their_order(tmp_path):
     suite = InstructionSuite("ifbench", SuiteOptions(limit=5))
     items = suite.items()
@@ -194,6 +197,7 @@ def test_compare_quants_flags_a_drop(tmp_path, monkeypatch, device_tasks):
 
 
 @pytest.mark.slow
+@needs_shared_data
 def test_eval_on_a_tiny_gguf(tmp_path, tiny_checkpoint):
     from botpsy.export.command import ExportConfig, export_checkpoint
 

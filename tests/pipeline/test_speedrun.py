@@ -7,10 +7,12 @@ import json
 import pytest
 
 from botpsy.speedrun import STEPS, SpeedrunConfig, main
+from tests.conftest import needs_shared_data
 
 pytestmark = pytest.mark.slow
 
 
+@needs_shared_data
 def test_speedrun_runs_every_stage_and_resumes(tmp_path, capsys):
     run = tmp_path / "run"
     config = SpeedrunConfig(run=str(run), train_tasks=60, dev_tasks=10, test_tasks=20, vocab_size=600, sft_steps=4,

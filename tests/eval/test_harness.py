@@ -16,6 +16,7 @@ from botpsy.eval.harness import EvalConfig, read_records, resolve_models, run_su
 from botpsy.eval.suites import BFCLSuite, DeviceSuite, InstructionSuite, RunSettings, SuiteOptions
 from botpsy.runtime.scripted import ScriptedBackend
 from botpsy.world import Task, replay_gold
+from tests.conftest import needs_shared_data
 
 REFUSAL = "No tool fits.\n</think>\n\nSorry, I cannot help with that.<|im_end|>"
 KINDS = ("single", "multi_step", "irrelevant", "unavailable")

@@ -32,7 +32,7 @@ from botpsy.agent import AgentConfig, ModelStep, ToolStep, run_agent  # noqa: E4
 from botpsy.agent.loop import PromptRenderer  # noqa: E402
 from botpsy.chat.template import render_completion  # noqa: E402
 from botpsy.config import parse_config  # noqa: E402
-from botpsy.output import emit, table  # noqa: E402
+from botpsy.output import table, write_benchmark  # noqa: E402
 from botpsy.runtime.backend import Backend, Prompt, SamplingConfig, StreamInfo, TokenOut  # noqa: E402
 from botpsy.runtime.scripted import ScriptedBackend  # noqa: E402
 from botpsy.world import SimulatedUser, Transcript, World, build_world, evaluate, generate_tasks, replay_gold  # noqa: E402
@@ -182,12 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"bench/agent_overhead.py: scripted episodes failed their checks: {failed[:5]}", file=sys.stderr)
         return 1
-    out = Path(config.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    import json
-
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    emit(result, config.json, human)
+    write_benchmark(result, config.out, config.json, human)
     return 0
 
 

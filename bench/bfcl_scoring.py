@@ -13,18 +13,16 @@ Target: the non-live items score in seconds (under 10 s on the 2-core dev machin
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from botpsy.config import parse_config
 from botpsy.eval.bfcl import bfcl_items, run_item, score_item, summarize
 from botpsy.eval.bfcl.gold import UNPASSABLE, gold_output, oracle
 from botpsy.eval.bfcl.items import GROUPS, expand_categories
-from botpsy.output import emit, table
+from botpsy.output import table, write_benchmark
 
 TARGET_NON_LIVE_SECONDS = 10.0
 
@@ -99,10 +97,7 @@ def human(result: dict) -> str:
 
 def main(cfg: BfclBenchConfig) -> int:
     result = run(cfg)
-    out = Path(cfg.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    emit(result, cfg.json, human)
+    write_benchmark(result, cfg.out, cfg.json, human)
     return 0 if result["meets_target"] else 1
 
 

@@ -23,14 +23,12 @@ Metrics (definitions in ``loopset.score`` and ``loopset.catch_window``):
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from botpsy.config import parse_config
-from botpsy.output import emit, table
+from botpsy.output import table, write_benchmark
 from botpsy.runtime.loopguard import LoopDetector, LoopGuardConfig, word_token_ids
 from botpsy.runtime.loopset import check_label, generate_loopset, score
 
@@ -116,12 +114,7 @@ def human(result: dict) -> str:
 
 def main(cfg: LoopBenchConfig) -> int:
     result = run(cfg)
-    out = Path(cfg.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    emit(result, cfg.json, human)
-    if not cfg.json:
-        print(f"wrote {out}")
+    write_benchmark(result, cfg.out, cfg.json, human)
     return 0 if result["all_targets_met"] else 1
 
 

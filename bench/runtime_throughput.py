@@ -26,7 +26,6 @@ The default model is the tiny default-spec Qwen3.5 (4 layers, hybrid), built by
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -34,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from botpsy.config import parse_config
-from botpsy.output import emit
+from botpsy.output import write_benchmark
 from botpsy.runtime.backend import BackendOptions, SamplingConfig
 from botpsy.runtime.generate import Finished, GenerateConfig, chat_prompt, generate, generate_stream
 from botpsy.runtime.llama_backend import BareLlamaLoop, LlamaBackend
@@ -137,12 +136,7 @@ def human(result: dict) -> str:
 
 def main(cfg: ThroughputBenchConfig) -> int:
     result = run(cfg)
-    out = Path(cfg.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    emit(result, cfg.json, human)
-    if not cfg.json:
-        print(f"wrote {out}")
+    write_benchmark(result, cfg.out, cfg.json, human)
     return 0 if result["meets_target"] else 1
 
 

@@ -11,16 +11,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from botpsy.config import parse_config
-from botpsy.output import emit, table
+from botpsy.output import table, write_benchmark
 from botpsy.world import evaluate, generate_tasks, replay_gold
 
 TARGET_SECONDS_PER_10K = 60.0
@@ -76,10 +74,7 @@ def human(result: dict) -> str:
 
 def main(cfg: WorldBenchConfig) -> int:
     result = run(cfg)
-    out = Path(cfg.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    emit(result, cfg.json, human)
+    write_benchmark(result, cfg.out, cfg.json, human)
     return 0 if result["meets_target"] else 1
 
 

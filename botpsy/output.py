@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 
@@ -26,3 +27,14 @@ def table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
     out = [line(columns), line(["-" * w for w in widths])]
     out += [line(row) for row in cells]
     return "\n".join(out)
+
+
+def write_benchmark(result: dict, out: str | Path, as_json: bool, human: Callable[[Any], str]) -> Path:
+    """Write a benchmark's result JSON to ``out`` and print it (table, or JSON with ``--json``)."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, as_json, human)
+    if not as_json:
+        print(f"wrote {path}")
+    return path

@@ -4,7 +4,8 @@ For each model and suite the items run one by one (or ``--concurrency`` at a tim
 HTTP server) and each finished item is appended to ``OUT/<label>/<suite>.jsonl`` at once: the
 prompt or messages, the raw output, parsed calls, the verdict, tokens, timings and loop-guard
 events. A rerun reads those files and runs only the items not there yet (an item that failed
-with a backend error is run again). Then ``OUT/summary.json`` (every suite's summary and the
+with a backend error is run again); if the model's weights changed since (a rebuilt GGUF or
+checkpoint under the same path), its old records are moved aside to ``OUT/<label>.stale``. Then ``OUT/summary.json`` (every suite's summary and the
 metrics of ``botpsy.eval.metrics`` per model) and ``OUT/table.md`` (models as columns).
 
 ``--compare-quants DIR`` evaluates the bf16, Q8_0 and Q4_K_M GGUFs found in DIR and reports each
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -155,6 +157,37 @@ def read_records(path: Path) -> dict[str, dict]:
     return records
 
 
+def model_fingerprint(model: str) -> str:
+    """What identifies a model's weights: a GGUF file's or a checkpoint's weight files' size and mtime.
+
+    Rebuilding a model under the same path changes it, so old records are not reused for the new
+    model. Endpoints and scripted models are identified by their name.
+    """
+    path = Path(model)
+    if model.startswith(("http://", "https://", "scripted:")) or not path.exists():
+        return model
+    files = [path] if path.is_file() else sorted(
+        p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf") or p.name == "config.json")
+    return model + "|" + ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+
+
+def set_aside_stale_records(folder: Path, fingerprint: str) -> Path | None:
+    """Resume only records made with this same model: otherwise move the label's folder aside.
+
+    Returns where the old records went (``<label>.stale``), or None when they were kept.
+    """
+    stamp = folder / "model.json"
+    moved = None
+    if stamp.is_file() and json.loads(stamp.read_text()).get("fingerprint") != fingerprint:
+        moved = folder.with_name(folder.name + ".stale")
+        if moved.exists():
+            shutil.rmtree(moved)
+        folder.rename(moved)
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps({"fingerprint": fingerprint}) + "\n")
+    return moved
+
+
 def run_suite(backend: Backend, suite: Any, items: list[Item], settings: RunSettings, path: Path,
               concurrency: int = 1) -> list[dict]:
     """Run the items not yet recorded in ``path``, appending each record as it finishes; returns
@@ -256,6 +289,10 @@ def main(config: EvalConfig) -> int:
             print(f"botpsy eval: {label}: {exc}", file=sys.stderr)
             return 2
         http = model.startswith(("http://", "https://"))
+        moved = set_aside_stale_records(out / label, model_fingerprint(model))
+        if moved:
+            print(f"[eval] {label}: the model changed since its records were made; old records moved to {moved}",
+                  file=sys.stderr)
         try:
             results[label] = {}
             for s in suites:

@@ -218,3 +218,20 @@ def test_eval_on_a_tiny_gguf(tmp_path, tiny_checkpoint):
     assert summary["metrics"]["generations"] == len(generations) > 0
     assert summary["metrics"]["cap_hit_rate"] == cap_hit_rate(generations)
     assert all(g["completion_tokens"] <= 24 and g["ttft_ms"] > 0 for g in generations)
+
+
+def test_records_of_a_rebuilt_model_are_set_aside(tmp_path):
+    model = tmp_path / "model-q8_0.gguf"
+    model.write_bytes(b"first build")
+    folder = tmp_path / "out" / "q8_0"
+    assert harness.set_aside_stale_records(folder, harness.model_fingerprint(str(model))) is None
+    (folder / "device.jsonl").write_text('{"id": "t1"}\n')
+    # Same model: records kept.
+    assert harness.set_aside_stale_records(folder, harness.model_fingerprint(str(model))) is None
+    assert (folder / "device.jsonl").is_file()
+    # Rebuilt under the same path: old records moved aside, nothing lost.
+    model.write_bytes(b"second, longer build")
+    moved = harness.set_aside_stale_records(folder, harness.model_fingerprint(str(model)))
+    assert moved == folder.with_name("q8_0.stale") and (moved / "device.jsonl").is_file()
+    assert not (folder / "device.jsonl").exists()
+    assert harness.model_fingerprint("http://localhost:8000/v1") == "http://localhost:8000/v1"

@@ -94,22 +94,21 @@ def string(description: str, **extra: Any) -> dict[str, Any]:
     return {"type": "string", "description": description, **extra}
 
 
-def integer(description: str, minimum: int | None = None, maximum: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "integer", "description": description}
+def _bounded(kind: str, description: str, minimum: float | None, maximum: float | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": kind, "description": description}
     if minimum is not None:
         out["minimum"] = minimum
     if maximum is not None:
         out["maximum"] = maximum
     return out
+
+
+def integer(description: str, minimum: int | None = None, maximum: int | None = None) -> dict[str, Any]:
+    return _bounded("integer", description, minimum, maximum)
 
 
 def number(description: str, minimum: float | None = None, maximum: float | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "number", "description": description}
-    if minimum is not None:
-        out["minimum"] = minimum
-    if maximum is not None:
-        out["maximum"] = maximum
-    return out
+    return _bounded("number", description, minimum, maximum)
 
 
 def boolean(description: str) -> dict[str, Any]:

@@ -38,10 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="stage", metavar="<stage>")
     for name, (module, cls_name, help_text) in STAGES.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(_stage=name)
-        # The config class is loaded lazily: only the chosen stage's module is imported.
-        p.set_defaults(_lazy=(module, cls_name))
+        # Listed for --help only: main() imports just the chosen stage's module and builds its flags.
+        sub.add_parser(name, help=help_text, description=help_text)
     return parser
 
 

@@ -53,22 +53,25 @@ def describe_arguments(arguments: dict) -> str:
     return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
 
 
-def previous_role_content(messages: list[dict], index: int) -> tuple[str, str]:
-    prev = messages[index - 1] if index > 0 else {}
-    return prev.get("role", ""), prev.get("content") or ""
+def previous_role(messages: list[dict], index: int) -> str:
+    return messages[index - 1].get("role", "") if index > 0 else ""
+
+
+def is_held_call_result(message: dict) -> bool:
+    """A tool result saying the world held a sensitive call until the user confirms."""
+    return message.get("role") == "tool" and '"needs_confirmation"' in (message.get("content") or "")
 
 
 def answers_confirmation(messages: list[dict], index: int) -> bool:
     """True when the user just answered the assistant's request to confirm a held call."""
     if index < 3 or messages[index - 1].get("role") != "user":
         return False
-    held = messages[index - 3]
-    return held.get("role") == "tool" and '"needs_confirmation"' in (held.get("content") or "")
+    return is_held_call_result(messages[index - 3])
 
 
 def reason_for_calls(rng: random.Random, message: dict, messages: list[dict], index: int, descriptions: dict) -> str:
     calls = [tc["function"] for tc in message["tool_calls"]]
-    role, content = previous_role_content(messages, index)
+    role = previous_role(messages, index)
     if answers_confirmation(messages, index):
         return rng.choice(["The user confirmed, so I'll make the call again.", "Confirmed by the user; repeating the call."])
     parts = []
@@ -86,8 +89,8 @@ def reason_for_calls(rng: random.Random, message: dict, messages: list[dict], in
 
 
 def reason_for_text(rng: random.Random, task: dict, messages: list[dict], index: int) -> str:
-    role, content = previous_role_content(messages, index)
-    if role == "tool" and '"needs_confirmation"' in content:
+    role = previous_role(messages, index)
+    if index > 0 and is_held_call_result(messages[index - 1]):
         return rng.choice(["This action is sensitive, so I need the user's confirmation first.",
                            "Sending, buying or deleting needs an explicit yes from the user before it runs."])
     if answers_confirmation(messages, index):

@@ -96,10 +96,13 @@ def chunk_gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, ini
     state = (torch.zeros(batch, v_heads, k_dim, v_dim, dtype=torch.float32, device=query.device)
              if initial_state is None else initial_state.float())
     outputs = []
-    for i in range(chunks):
-        delta = corrected_values[:, :, i] - state_readers[:, :, i] @ state
-        outputs.append(q_decayed[:, :, i] @ state + intra[:, :, i] @ delta)
-        state = state * chunk_decay[:, :, i] + k_to_end[:, :, i].transpose(-1, -2) @ delta
+    # Unbind once: indexing chunk i inside the loop would make backward allocate and add a
+    # full-size zero gradient per index (quadratic in the number of chunks).
+    per_chunk = zip(*(x.unbind(2) for x in (corrected_values, state_readers, q_decayed, intra, chunk_decay, k_to_end)))
+    for values_i, readers_i, q_i, intra_i, decay_i, k_end_i in per_chunk:
+        delta = values_i - readers_i @ state
+        outputs.append(q_i @ state + intra_i @ delta)
+        state = state * decay_i + k_end_i.transpose(-1, -2) @ delta
     out = torch.stack(outputs, dim=2).reshape(batch, v_heads, -1, v_dim)[:, :, :length]
     return out.transpose(1, 2).contiguous().to(out_dtype), (state if output_final_state else None)
 

@@ -28,6 +28,7 @@ STAGES: dict[str, tuple[str, str, str]] = {
     "solve": ("botpsy.agent.solve", "SolveConfig", "run the agent on device-world tasks and report success"),
     "eval": ("botpsy.eval.harness", "EvalConfig", "evaluate models side by side on the device suite, BFCL v4, IFEval and IFBench (--compare-quants: the quantization gate)"),
     "bench": ("botpsy.bench.command", "BenchConfig", "the device report card: speed, memory, latency, energy and roofline of GGUF files (--compare: cards side by side)"),
+    "report": ("botpsy.report.command", "ReportConfig", "stitch a run folder into report.md with plots"),
 }
 
 

@@ -142,6 +142,26 @@ def step_eval(cfg: SpeedrunConfig, run: Path):
     return main(stage_cfg)
 
 
+def step_bench(cfg: SpeedrunConfig, run: Path):
+    """The device report card of the three release files: TTFT cold vs warm up to 25 tools, speed, roofline."""
+    from botpsy.bench.command import BenchConfig, main
+
+    # Small settings (two recorded repetitions, contexts up to 1k tokens, a short agent task) keep this
+    # step to a minute or two for the tiny model; one thread, as in the agent and eval steps.
+    stage_cfg = BenchConfig(models=[str(run / "gguf" / f"model-{q}.gguf") for q in ("bf16", "q8_0", "q4_k_m")],
+                            out=str(run / "bench"), threads=1, reps=2, warmup=1, contexts=[256, 1024],
+                            tool_counts=[10, 25], decode_tokens=32, turn_tokens=64, task_turns=3)
+    save_config(stage_cfg, run / "bench" / "config.json")
+    return main(stage_cfg)
+
+
+def step_report(cfg: SpeedrunConfig, run: Path):
+    """Every stage's output stitched into report/report.md with its plots."""
+    from botpsy.report.command import ReportConfig, main
+
+    return main(ReportConfig(run=str(run)))
+
+
 STEPS = [
     Step("tasks", "tasks/test.jsonl", step_tasks),
     Step("data", "data/meta.json", step_data),
@@ -152,6 +172,8 @@ STEPS = [
     Step("parity", "gguf/parity.json", step_parity),
     Step("agent", "agent/summary.json", step_agent),
     Step("eval", "eval/summary.json", step_eval),
+    Step("bench", "bench/card.json", step_bench),
+    Step("report", "report/report.md", step_report),
 ]
 
 

@@ -81,7 +81,8 @@ def timing_table(timings: dict[str, dict]) -> list[str]:
     total = sum(t["seconds"] for t in timings.values())
     rows = [[name, f"{t['seconds']:.1f}", pct(t["seconds"] / total) if total else "-"]
             for name, t in timings.items()]
-    return md_table(["stage", "seconds", "share of total"], rows + [["**total**", f"{total:.1f}", "100%" if total else "-"]])
+    rows.append(["**total (stages timed here)**", f"{total:.1f}", "100%" if total else "-"])
+    return md_table(["stage", "seconds", "share of total"], rows)
 
 
 def untimed_lines(run: RunFolder, timings: dict[str, dict]) -> list[str]:

@@ -109,7 +109,7 @@ def test_every_section_is_there_with_where_it_came_from(full_report):
 
 def test_the_numbers_are_the_files_numbers(full_report):
     _, text, _ = full_report
-    assert "| tasks | 10.0 | 25.0% |" in text and "| sft | 30.0 | 75.0% |" in text and "| **total** | 40.0 | 100% |" in text
+    assert "| tasks | 10.0 | 25.0% |" in text and "| sft | 30.0 | 75.0% |" in text and "| **total (stages timed here)** | 40.0 | 100% |" in text
     assert "| single | 5 | 2 |" in text and "| thinking on | 4 (50.0%) | 1 (50.0%) |" in text
     assert "| test | 3 | 2 |" in text and "vocabulary 600, 3.25 characters per token" in text
     assert "12,345 parameters" in text

@@ -45,6 +45,7 @@ class SFTConfig:
     grad_clip: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
     max_length: int = field(default=2048, metadata={"help": "Longer sequences are skipped (and counted)."})
     eval_every: int = field(default=100, metadata={"help": "Steps between dev-loss evaluations (0: only at the end, where exact-call accuracy is also scored)."})
+    dev_loss_sequences: int = field(default=64, metadata={"help": "Dev sequences whose loss is measured (0: all); the rest of dev.jsonl still feeds the call check."})
     eval_examples: int = field(default=24, metadata={"help": "Dev examples whose first call is generated and scored."})
     test_examples: int = field(default=100, metadata={"help": "At the end, score the first call of up to this many single-call test-split tasks (DATA/test.jsonl, held-out templates) and record it in meta.json."})
     eval_max_new_tokens: int = field(default=160, metadata={"help": "Generation limit for the dev call check."})
@@ -98,6 +99,8 @@ def main(config: SFTConfig) -> int:
     dev_rows = read_jsonl(Path(config.data) / "dev.jsonl")
     train, skipped = encode_all(train_rows, tokenizer, config.max_length)
     dev, _ = encode_all(dev_rows, tokenizer, config.max_length)
+    if config.dev_loss_sequences:
+        dev = dev[: config.dev_loss_sequences]
     if not train:
         raise ValueError(f"no training sequences fit max_length={config.max_length}")
     accelerator = Accelerator(cpu=not torch.cuda.is_available())

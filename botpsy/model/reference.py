@@ -144,12 +144,13 @@ class InitConfig:
     hidden_size: int | None = field(default=None, metadata={"help": "Override the preset's hidden size."})
     num_hidden_layers: int | None = field(default=None, metadata={"help": "Override the preset's number of layers."})
     intermediate_size: int | None = field(default=None, metadata={"help": "Override the preset's MLP width."})
+    full_attention_interval: int | None = field(default=None, metadata={"help": "Override how often a layer is full attention (every Nth; the rest are Gated DeltaNet)."})
     seed: int = field(default=0, metadata={"help": "Initialisation seed."})
     json: bool = field(default=False, metadata={"help": "Print the result as JSON."})
 
 
 def spec_from_config(config: InitConfig) -> ModelSpec:
-    overrides = {k: getattr(config, k) for k in ("hidden_size", "num_hidden_layers", "intermediate_size")}
+    overrides = {k: getattr(config, k) for k in ("hidden_size", "num_hidden_layers", "intermediate_size", "full_attention_interval")}
     return dataclasses.replace(PRESETS[config.preset], **{k: v for k, v in overrides.items() if v is not None})
 
 

@@ -55,13 +55,12 @@ def first_call_turn(example: dict) -> tuple[list[dict], list[dict]] | None:
 
 
 @torch.no_grad()
-def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 160) -> dict:
-    """Greedy-generate the first call turn of each example and score it (see module docstring)."""
+def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 160, batch_size: int = 16) -> dict:
+    """Greedy-generate the first call turn of each example (batched) and score it (see module docstring)."""
     from botpsy.chat.parse import parse_output
+    from botpsy.train.rollout import sample_batch
 
-    model.eval()
-    counts = {"n": 0, "parsed": 0, "schema_valid": 0, "exact": 0}
-    stop_ids = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")]
+    cases = []
     for example in examples:
         turn = first_call_turn(example)
         if turn is None:
@@ -71,18 +70,18 @@ def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 
         if not thinking:
             context = [without_reasoning(m) for m in context]
         prompt = render(context, example.get("tools"), add_generation_prompt=True, enable_thinking=thinking)
-        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
-        out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop_ids,
-                             pad_token_id=tokenizer.pad_token_id)
-        text = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=False)
-        parsed = parse_output(text, example.get("tools"), thinking=thinking)
-        counts["n"] += 1
+        cases.append((prompt, gold, example.get("tools") or [], thinking))
+    samples = sample_batch(model, tokenizer, [c[0] for c in cases], max_new_tokens=max_new_tokens, temperature=0.0,
+                           batch_size=batch_size)
+    counts = {"parsed": 0, "schema_valid": 0, "exact": 0}
+    for (_prompt, gold, tools, thinking), sample in zip(cases, samples):
+        parsed = parse_output(sample.text, tools, thinking=thinking)
         counts["parsed"] += int(bool(parsed.tool_calls) and parsed.ok)
-        counts["schema_valid"] += int(parsed.ok and schema_valid(parsed.tool_calls, example.get("tools") or []))
+        counts["schema_valid"] += int(parsed.ok and schema_valid(parsed.tool_calls, tools))
         counts["exact"] += int(parsed.ok and calls_match(parsed.tool_calls, gold))
-    n = max(1, counts["n"])
+    n = max(1, len(cases))
     return {
-        "call_examples": counts["n"],
+        "call_examples": len(cases),
         "parse_rate": counts["parsed"] / n,
         "schema_valid_rate": counts["schema_valid"] / n,
         "exact_call_rate": counts["exact"] / n,

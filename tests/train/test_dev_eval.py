@@ -1,0 +1,51 @@
+"""The batched call check scores exactly what one-prompt-at-a-time greedy generation would."""
+
+from __future__ import annotations
+
+import torch
+
+from botpsy.chat.parse import parse_output
+from botpsy.chat.template import render
+from botpsy.model.checkpoint import load_checkpoint
+from botpsy.train.dev_eval import call_accuracy, calls_match, first_call_turn, schema_valid
+from tests.conftest import SAMPLE_TEXTS, train_briefly
+from tests.train.test_sft import make_examples
+
+
+def unbatched_scores(model, tokenizer, examples, max_new_tokens):
+    """The reference: transformers' own generate on each prompt alone."""
+    stop = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")]
+    scores = []
+    for example in examples:
+        context, gold = first_call_turn(example)
+        prompt = render(context, example["tools"], add_generation_prompt=True, enable_thinking=example["thinking"])
+        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
+                             pad_token_id=tokenizer.pad_token_id)
+        text = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=False)
+        parsed = parse_output(text, example["tools"], thinking=example["thinking"])
+        scores.append((bool(parsed.tool_calls) and parsed.ok, parsed.ok and schema_valid(parsed.tool_calls, example["tools"]),
+                       parsed.ok and calls_match(parsed.tool_calls, gold)))
+    return scores
+
+
+def test_batched_call_accuracy_matches_unbatched_generate(tiny_checkpoint):
+    ckpt = load_checkpoint(tiny_checkpoint)
+    train_briefly(ckpt.model, ckpt.tokenizer, SAMPLE_TEXTS[:6], steps=20, lr=3e-3)
+    examples = [dict(e, thinking=False) for e in make_examples(3)] + make_examples(3)
+    with torch.no_grad():
+        reference = unbatched_scores(ckpt.model, ckpt.tokenizer, examples, max_new_tokens=24)
+    result = call_accuracy(ckpt.model, ckpt.tokenizer, examples, max_new_tokens=24, batch_size=4)
+    n = len(examples)
+    assert result["call_examples"] == n
+    assert result["parse_rate"] == sum(r[0] for r in reference) / n
+    assert result["schema_valid_rate"] == sum(r[1] for r in reference) / n
+    assert result["exact_call_rate"] == sum(r[2] for r in reference) / n
+
+
+def test_examples_without_a_first_call_are_skipped(tiny_checkpoint):
+    ckpt = load_checkpoint(tiny_checkpoint)
+    example = make_examples(1)[0]
+    no_call = dict(example, messages=example["messages"][:2] + [{"role": "assistant", "content": "Sure."}])
+    result = call_accuracy(ckpt.model, ckpt.tokenizer, [no_call], max_new_tokens=4)
+    assert result["call_examples"] == 0 and result["exact_call_rate"] == 0

@@ -1,0 +1,640 @@
+"""Stages 3-4 of the recipe: two rounds of RL with group-relative advantages (GRPO-style).
+
+Each step draws ``prompts_per_step`` tasks, samples ``group_size`` rollouts of each from the
+current policy, rewards them (``botpsy/train/rewards.py``), and normalises each reward within
+its group: ``advantage = (r - mean) / (std + eps)``. Groups whose rollouts all scored the same
+carry no signal; they are dropped from the update and counted. The loss is the clipped-ratio
+policy gradient on the policy's own tokens (a token-level mean over the whole batch) plus
+``kl_coef`` times the k3 estimate of the KL to a frozen reference, minimised with AdamW. With one
+optimisation pass per batch (``ppo_epochs=1``) the ratio is 1 and the clip never binds; the
+clipped form is kept so more passes are correct.
+
+* **Round 1** (``--round 1``): the first assistant turn of single-turn, parallel and
+  special-case tasks (kinds single, parallel, irrelevant, incomplete, wrong_value,
+  unavailable, sensitive, injection). A rollout is one completion; its reward compares the
+  parsed turn with the gold calls or, where no tool fits, with the task's own checks.
+* **Round 2** (``--round 2``): multi-turn agentic episodes (kinds multi_step, multi_turn;
+  add ``--kinds sensitive`` for the confirmation dialogue). Every rollout plays its task in its
+  own device world: calls run in the world, tool results go back in, and the scripted
+  simulated user answers questions and confirmation requests. The group's episodes advance
+  together, one batched ``sample_batch`` call per round of turns, up to ``max_turns``. The whole
+  episode is one trajectory: each assistant turn is a (prompt, completion) sample and all its
+  turns share the episode's advantage; tool results and user turns sit in the prompts only,
+  so they never carry loss. The reward is the world checker's score minus the episode costs.
+
+Both rounds subtract the loop and length penalties unless ``--no-penalties`` (the ablation).
+Every step appends to ``OUT/curves.jsonl``; the full training state is checkpointed so a
+killed run resumes to the same weights; the final policy is saved as stage ``rl1`` / ``rl2``.
+
+On one CPU::
+
+    botpsy rl --round 1 --run runs/speedrun                  # runs/speedrun/mopd -> rl1
+    botpsy rl --round 2 --run runs/speedrun                  # runs/speedrun/rl1  -> rl2
+    botpsy rl --round 1 --run runs/speedrun --no-penalties --out runs/speedrun/rl1_nopen
+
+For the real 0.8B model on GPUs, two things change. Rollouts should come from an inference
+server (vLLM or any OpenAI-compatible ``/v1/completions`` endpoint, ``--rollout-endpoint URL``)
+while the learner runs under ``accelerate launch`` with a config from ``configs/accelerate/``;
+``--dry-run`` checks the checkpoint, the data, the endpoint (``GET /models``) and the accelerate
+config, prints the plan and exits. This module does not push updated weights to the server,
+so a training run with ``--rollout-endpoint`` is refused rather than silently sampling from a
+stale policy; here rollouts come from the learner itself, on the CPU.
+
+Why compact PyTorch rather than TRL's ``GRPOTrainer``: round 2's rollouts are multi-turn
+episodes in botpsy's own world with its scripted user and checker, which a trainer built around
+one completion per prompt does not hold without an environment layer of its own; and the
+rollouts use ``botpsy/train/rollout.py``'s batched CPU generation for the hybrid
+Gated-DeltaNet model. The update itself is the standard GRPO loss, small enough to read here.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from botpsy.config import save_config
+from botpsy.output import emit
+from botpsy.train.rewards import (
+    ROUND1_KINDS,
+    ROUND2_KINDS,
+    RewardConfig,
+    TurnInfo,
+    TurnTarget,
+    inspect_turn,
+)
+from botpsy.train.rollout import Sample
+
+STAGE = {1: "rl1", 2: "rl2"}
+
+
+@dataclass
+class RLConfig:
+    """Reinforcement learning, round 1 (first turns of tool-calling and special-case tasks) or 2 (agentic episodes)."""
+
+    round: int = field(default=1, metadata={"help": "1: single-turn and special-case tasks; 2: multi-turn episodes in the device world.", "choices": [1, 2]})
+    run: str = field(default="runs/speedrun", metadata={"help": "Run folder; the defaults below are read from and written to it."})
+    policy: str | None = field(default=None, metadata={"help": "Checkpoint to start from (default: RUN/mopd for round 1, RUN/rl1 for round 2)."})
+    reference: str | None = field(default=None, metadata={"help": "Frozen reference for the KL term (default: the policy's starting checkpoint)."})
+    data: str | None = field(default=None, metadata={"help": "Round 1: folder with {train,dev}.jsonl chat examples (default: RUN/data)."})
+    tasks: str | None = field(default=None, metadata={"help": "Folder with {train,dev}.jsonl device-world tasks (default: RUN/tasks)."})
+    out: str | None = field(default=None, metadata={"help": "Output checkpoint folder (default: RUN/rl1 or RUN/rl2); also holds curves.jsonl and train_state/."})
+    kinds: list[str] = field(default_factory=list, metadata={"help": "Task kinds to train on (default: round 1 single, parallel, irrelevant, incomplete, wrong_value, unavailable, sensitive, injection; round 2 multi_step, multi_turn).", "choices": list(ROUND1_KINDS + ROUND2_KINDS)})
+    steps: int = field(default=50, metadata={"help": "Optimizer steps (one batch of rollouts each)."})
+    prompts_per_step: int = field(default=8, metadata={"help": "Tasks per step."})
+    group_size: int = field(default=4, metadata={"help": "Rollouts per task; advantages are normalised within each group."})
+    max_new_tokens: int = field(default=128, metadata={"help": "Token limit per generated turn."})
+    max_turns: int = field(default=6, metadata={"help": "Round 2: most assistant turns per episode."})
+    max_retries: int = field(default=2, metadata={"help": "Round 2: unusable turns in a row (format errors) fed back before the episode ends."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature for rollouts."})
+    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling for rollouts."})
+    thinking_share: float = field(default=0.5, metadata={"help": "Round 2: share of tasks played with thinking on (round 1 follows each example)."})
+    lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate (constant)."})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
+    grad_clip: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
+    clip_eps: float = field(default=0.2, metadata={"help": "PPO ratio clip: the ratio is kept within [1 - eps, 1 + eps]."})
+    kl_coef: float = field(default=0.02, metadata={"help": "Weight of the k3 KL estimate to the reference."})
+    ppo_epochs: int = field(default=1, metadata={"help": "Optimisation passes over each batch of rollouts (1: ratio stays 1)."})
+    batch_size: int = field(default=16, metadata={"help": "Prompts generated together."})
+    score_batch: int = field(default=4, metadata={"help": "Sequences per scoring forward/backward pass (on a CPU, small passes are several times faster per token)."})
+    penalties: bool = field(default=True, metadata={"help": "Loop, length, wasted-call and extra-turn penalties (--no-penalties: the ablation)."})
+    reasoning_budget: int = field(default=96, metadata={"help": "Reasoning tokens per turn before the length penalty starts."})
+    eval_every: int = field(default=25, metadata={"help": "Steps between dev evaluations (0: only at the end)."})
+    eval_tasks: int = field(default=16, metadata={"help": "Dev-split tasks scored greedily at each evaluation."})
+    save_every: int = field(default=10, metadata={"help": "Steps between resumable checkpoints."})
+    resume: bool = field(default=True, metadata={"help": "Continue from OUT/train_state if it exists."})
+    seed: int = field(default=0, metadata={"help": "Seed for task order and sampling."})
+    threads: int = field(default=0, metadata={"help": "Torch CPU threads (0: torch's default)."})
+    interrupt_after: int | None = field(default=None, metadata={"help": "Testing aid: stop after this step as if killed (state saved at the last checkpoint only)."})
+    rollout_endpoint: str | None = field(default=None, metadata={"help": "OpenAI-compatible server (e.g. vLLM, http://HOST:8000/v1) for rollouts of a large model; checked by --dry-run."})
+    dry_run: bool = field(default=False, metadata={"help": "Check the inputs (and any endpoint or accelerate config), print the plan and exit."})
+    accelerate_config: str | None = field(default=None, metadata={"help": "With --dry-run: check this accelerate config (configs/accelerate/*.yaml) and show how it would launch."})
+    json: bool = field(default=False, metadata={"help": "Print the result as JSON."})
+
+    def __post_init__(self) -> None:
+        if self.round not in STAGE:
+            raise ValueError(f"round must be 1 or 2, got {self.round}")
+        run = Path(self.run)
+        self.policy = self.policy or str(run / ("mopd" if self.round == 1 else "rl1"))
+        self.reference = self.reference or self.policy
+        self.data = self.data or str(run / "data")
+        self.tasks = self.tasks or str(run / "tasks")
+        self.out = self.out or str(run / STAGE[self.round])
+        self.kinds = list(self.kinds or (ROUND1_KINDS if self.round == 1 else ROUND2_KINDS))
+        if self.group_size < 2:
+            raise ValueError("group_size must be at least 2 (advantages compare rollouts of the same task)")
+
+    def rewards(self) -> RewardConfig:
+        return RewardConfig(penalties=self.penalties, reasoning_budget=self.reasoning_budget)
+
+
+# ---- the GRPO update -------------------------------------------------------------------------
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-4) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantage per rollout, which groups vary): ``(r - group mean) / (group std + eps)``.
+
+    A group whose rewards are all equal gets advantage 0 everywhere.
+    """
+    groups = rewards.view(-1, group_size).float()
+    std = groups.std(dim=1, keepdim=True, unbiased=False)
+    varies = std[:, 0] > 1e-8
+    advantages = (groups - groups.mean(dim=1, keepdim=True)) / (std + eps)
+    return (advantages * varies[:, None]).flatten(), varies
+
+
+def clipped_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, clip_eps: float) -> torch.Tensor:
+    """Per-token PPO loss ``-min(ratio * A, clip(ratio, 1-eps, 1+eps) * A)``, A broadcast over tokens."""
+    ratio = torch.exp(logp - old_logp)
+    adv = advantages[:, None]
+    return -torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+
+
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(policy || reference): ``exp(d) - d - 1`` with ``d = ref - policy`` (>= 0)."""
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1
+
+
+# ---- rollouts ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Rollout:
+    """One trajectory: a sample per assistant turn, its reward and what was measured."""
+
+    samples: list[Sample]
+    reward: float
+    parts: dict[str, float]
+    success: bool
+    looped: bool
+    reasoning_tokens: float  # per turn
+
+
+@dataclass
+class FirstTurn:
+    """A round-1 prompt: the conversation up to the first assistant turn, and what that turn should be."""
+
+    id: str
+    kind: str
+    prompt: str
+    tools: list[dict]
+    thinking: bool
+    target: TurnTarget
+
+
+TurnReward = Callable[[Sample, FirstTurn, TurnInfo], tuple[float, dict[str, float]]]
+
+
+def first_turn_items(config: RLConfig, split: str) -> list[FirstTurn]:
+    from botpsy.train.rollout import first_turn_prompt
+    from botpsy.train.sft import read_jsonl
+    from botpsy.world import Task
+
+    examples = [e for e in read_jsonl(Path(config.data) / f"{split}.jsonl") if e.get("kind") in config.kinds]
+    task_file = Path(config.tasks) / f"{split}.jsonl"
+    tasks = {t["id"]: t for t in read_jsonl(task_file)} if task_file.is_file() else {}
+    items = []
+    for e in examples:
+        task = tasks.get(e.get("task_id"))
+        target = TurnTarget.from_task(Task.from_dict(task)) if task else TurnTarget.from_example(e)
+        items.append(FirstTurn(e.get("id", ""), e["kind"], first_turn_prompt(e), e.get("tools") or [],
+                               bool(e.get("thinking", True)), target))
+    return items
+
+
+def default_turn_reward(config: RLConfig) -> TurnReward:
+    from botpsy.train.rewards import first_turn_reward
+
+    rewards = config.rewards()
+    return lambda sample, item, info: first_turn_reward(info.parsed, item.target, item.tools, rewards,
+                                                        looped=info.looped, reasoning_tokens=info.reasoning_tokens)
+
+
+def first_turn_rollouts(generate, tokenizer, items: list[FirstTurn], group_size: int, reward: TurnReward,
+                        seed: int) -> list[Rollout]:
+    """Round 1: ``group_size`` completions of each item's first turn, in one batched call, rewarded."""
+    prompts = [item.prompt for item in items for _ in range(group_size)]
+    samples = generate(prompts, seed)
+    rollouts = []
+    for i, sample in enumerate(samples):
+        item = items[i // group_size]
+        info = inspect_turn(sample.text, item.tools, item.thinking, tokenizer)
+        total, parts = reward(sample, item, info)
+        rollouts.append(Rollout([sample], total, parts, parts.get("task", total) >= 1.0, info.looped,
+                                info.reasoning_tokens))
+    return rollouts
+
+
+@dataclass
+class Episode:
+    """One round-2 rollout in progress: its world, user, transcript and the samples of its turns."""
+
+    task: Any  # botpsy.world.Task
+    thinking: bool
+    world: Any
+    user: Any
+    messages: list[dict]
+    feedback: list[dict] = field(default_factory=list)  # failed turns + what was wrong: shown, not in the transcript
+    samples: list[Sample] = field(default_factory=list)
+    infos: list[TurnInfo] = field(default_factory=list)
+    calls: int = 0
+    failed_in_a_row: int = 0
+    done: bool = False
+
+
+def start_episode(task, thinking: bool) -> Episode:
+    from botpsy.world import SimulatedUser, build_world
+
+    return Episode(task, thinking, build_world(task), SimulatedUser(task), list(task.messages))
+
+
+def episode_prompt(episode: Episode) -> str:
+    """What the model sees: the conversation so far (tool results neutralised) and any feedback."""
+    from botpsy.agent.loop import model_view
+    from botpsy.chat.template import render
+    from botpsy.train.encode import without_reasoning
+
+    messages = model_view(episode.messages + episode.feedback)
+    if not episode.thinking:
+        messages = [without_reasoning(m) for m in messages]
+    return render(messages, episode.task.tools, add_generation_prompt=True, enable_thinking=episode.thinking)
+
+
+def advance(episode: Episode, sample: Sample, tokenizer, max_retries: int) -> None:
+    """Act on one generated turn the way ``run_episode`` and the agent loop do."""
+    from botpsy.agent.loop import EMPTY_TURN, feedback_messages
+    from botpsy.world.episode import execute_tool_calls
+
+    info = inspect_turn(sample.text, episode.task.tools, episode.thinking, tokenizer)
+    episode.samples.append(sample)
+    episode.infos.append(info)
+    parsed = info.parsed
+    problems = [{"kind": e.kind, "message": e.message} for e in parsed.errors]
+    if not problems and not parsed.tool_calls and not parsed.content.strip():
+        problems.append(dict(EMPTY_TURN))
+    if problems:
+        episode.failed_in_a_row += 1
+        raw = raw_turn(sample.text, episode.thinking)
+        if episode.failed_in_a_row > max_retries:
+            episode.messages.append(raw)
+            episode.done = True
+        else:
+            episode.feedback += [raw, *feedback_messages(problems)]
+        return
+    episode.failed_in_a_row, episode.feedback = 0, []
+    message = parsed.to_message()
+    calls = message.get("tool_calls") or []
+    for i, call in enumerate(calls):
+        call["id"] = f"call_{episode.calls + i + 1}"
+    episode.messages.append(message)
+    if calls:
+        episode.messages.extend(execute_tool_calls(episode.world, message, episode.calls + 1))
+        episode.calls += len(calls)
+        return
+    reply = episode.user.reply(message, episode.world)
+    if reply is None:
+        episode.done = True
+    else:
+        episode.messages.append({"role": "user", "content": reply})
+
+
+def raw_turn(text: str, thinking: bool) -> dict:
+    """A turn that could not be acted on, kept verbatim so the model sees its own mistake (as the agent loop does)."""
+    from botpsy.chat.parse import cut_at_end_marker, split_reasoning
+
+    reasoning, rest, _ = split_reasoning(cut_at_end_marker(text), thinking)
+    message = {"role": "assistant", "content": rest.strip()}
+    if reasoning.strip():
+        message["reasoning_content"] = reasoning.strip()
+    return message
+
+
+def play_episodes(generate, tokenizer, episodes: list[Episode], max_turns: int, max_retries: int, seed: int) -> None:
+    """Advance all episodes together: each round, one batched generation for the still-active ones."""
+    for turn in range(max_turns):
+        active = [e for e in episodes if not e.done]
+        if not active:
+            break
+        samples = generate([episode_prompt(e) for e in active], seed * 64 + turn)
+        for episode, sample in zip(active, samples):
+            advance(episode, sample, tokenizer, max_retries)
+
+
+@lru_cache(maxsize=4096)
+def _gold_turns(task_json: str) -> int:
+    from botpsy.world import Task, replay_gold
+
+    return sum(1 for m in replay_gold(Task.from_json(task_json)).messages if m.get("role") == "assistant")
+
+
+def gold_turn_count(task) -> int:
+    """Assistant turns of the task's gold conversation (confirmation dialogue included)."""
+    return _gold_turns(task.to_json())
+
+
+def score_episode(episode: Episode, config: RewardConfig) -> Rollout:
+    """The checker's verdict on the episode's transcript, the episode costs and the penalties."""
+    from botpsy.train.rewards import episode_reward
+    from botpsy.world import Transcript, evaluate
+
+    check = evaluate(episode.task, Transcript.from_world(episode.messages, episode.world))
+    looped = any(i.looped for i in episode.infos)
+    tokens = sum(i.reasoning_tokens for i in episode.infos) / max(1, len(episode.infos))
+    total, parts = episode_reward(check, gold_turn_count(episode.task), config, looped=looped,
+                                  reasoning_tokens=round(tokens))
+    episode.world.close()
+    return Rollout(episode.samples, total, parts, check.success, looped, tokens)
+
+
+def thinking_for(task_id: str, share: float) -> bool:
+    return random.Random(f"thinking:{task_id}").random() < share
+
+
+def episode_rollouts(generate, tokenizer, tasks: list, config: RLConfig, group_size: int, seed: int) -> list[Rollout]:
+    """Round 2: ``group_size`` episodes of each task, played together, scored by the checker."""
+    episodes = [start_episode(t, thinking_for(t.id, config.thinking_share)) for t in tasks for _ in range(group_size)]
+    play_episodes(generate, tokenizer, episodes, config.max_turns, config.max_retries, seed)
+    return [score_episode(e, config.rewards()) for e in episodes]
+
+
+# ---- one update ------------------------------------------------------------------------------
+
+
+@dataclass
+class Learner:
+    """The trained policy (prepared by accelerate), the frozen reference, and what updates them."""
+
+    policy: Any
+    reference: Any
+    tokenizer: Any
+    optimizer: Any
+    accelerator: Any
+    config: RLConfig
+
+    def generate(self, prompts: list[str], seed: int, temperature: float | None = None) -> list[Sample]:
+        from botpsy.train.rollout import sample_batch
+
+        c = self.config
+        return sample_batch(self.accelerator.unwrap_model(self.policy), self.tokenizer, prompts,
+                            max_new_tokens=c.max_new_tokens, temperature=c.temperature if temperature is None else temperature,
+                            top_p=c.top_p, seed=seed, batch_size=c.batch_size)
+
+
+def load_reference(path: str):
+    """The KL anchor: loaded once, in eval mode, with gradients off (it never changes)."""
+    from botpsy.model.checkpoint import load_checkpoint
+
+    reference = load_checkpoint(path).model
+    reference.eval()
+    reference.requires_grad_(False)
+    return reference
+
+
+def _chunks(samples: list[Sample], size: int) -> list[list[int]]:
+    """Sample indices in passes of ``size``, similar lengths together (less padding)."""
+    order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].completion_ids))
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+def update(learner: Learner, rollouts: list[Rollout]) -> dict[str, float]:
+    """One GRPO update from a batch of rollouts (groups of ``group_size`` in order); returns its statistics."""
+    from botpsy.train.rollout import score_completions
+
+    c, pad_id = learner.config, learner.tokenizer.pad_token_id
+    rewards = torch.tensor([r.reward for r in rollouts])
+    advantages, varies = group_advantages(rewards, c.group_size)
+    # Groups without variance carry no signal: their samples are left out of the update altogether.
+    samples, sample_adv = [], []
+    for i, rollout in enumerate(rollouts):
+        if varies[i // c.group_size]:
+            samples += rollout.samples
+            sample_adv += [float(advantages[i])] * len(rollout.samples)
+    stats = {"zero_variance_groups": int((~varies).sum()), "groups": int(varies.numel()), "loss": 0.0, "kl": 0.0,
+             "trained_samples": len(samples)}
+    if not samples:
+        return stats
+    chunks = _chunks(samples, c.score_batch)
+    adv = torch.tensor(sample_adv)
+    score = lambda model, chunk: score_completions(model, [samples[i] for i in chunk], pad_id).token_logprobs
+    with torch.no_grad():
+        ref = [score(learner.reference, ch) for ch in chunks] if c.kl_coef else None
+        # The sampling policy is the current one: on the first pass its log-probs are the ones being
+        # trained (detached), so a separate pass is needed only for later epochs.
+        old = [score(learner.policy, ch) for ch in chunks] if c.ppo_epochs > 1 else None
+    tokens = sum(len(s.completion_ids) for s in samples)
+    learner.policy.train()
+    for _ in range(c.ppo_epochs):
+        loss_sum = kl_sum = 0.0
+        for k, ch in enumerate(chunks):
+            scored = score_completions(learner.policy, [samples[i] for i in ch], pad_id)
+            logp = scored.token_logprobs
+            kl = k3_kl(logp, ref[k]) if ref is not None else torch.zeros_like(logp)
+            per_token = clipped_policy_loss(logp, logp.detach() if old is None else old[k], adv[ch], c.clip_eps)
+            loss = ((per_token + c.kl_coef * kl) * scored.mask).sum() / tokens  # token-level mean over the batch
+            learner.accelerator.backward(loss)
+            loss_sum += float(loss.detach())
+            kl_sum += float((kl.detach() * scored.mask).sum()) / tokens
+        learner.accelerator.clip_grad_norm_(learner.policy.parameters(), c.grad_clip)
+        learner.optimizer.step()
+        learner.optimizer.zero_grad(set_to_none=True)
+    stats.update(loss=loss_sum, kl=kl_sum)
+    return stats
+
+
+def summarize(rollouts: list[Rollout]) -> dict[str, Any]:
+    """Mean reward and components, success, loop rate, reasoning tokens and completion length."""
+    n = max(1, len(rollouts))
+    samples = [s for r in rollouts for s in r.samples]
+    keys = sorted({k for r in rollouts for k in r.parts})
+    return {
+        "reward": sum(r.reward for r in rollouts) / n,
+        "components": {k: round(sum(r.parts.get(k, 0.0) for r in rollouts) / n, 4) for k in keys},
+        "success_rate": sum(r.success for r in rollouts) / n,
+        "loop_rate": sum(r.looped for r in rollouts) / n,
+        "reasoning_tokens": sum(r.reasoning_tokens for r in rollouts) / n,
+        "completion_tokens": sum(len(s.completion_ids) for s in samples) / max(1, len(samples)),
+        "turns": len(samples) / n,
+    }
+
+
+# ---- the run -----------------------------------------------------------------------------------
+
+
+def load_items(config: RLConfig, split: str) -> list:
+    """Round 1: first-turn prompts from the chat examples; round 2: the tasks themselves."""
+    if config.round == 1:
+        return first_turn_items(config, split)
+    from botpsy.train.sft import read_jsonl
+    from botpsy.world import Task
+
+    return [Task.from_dict(t) for t in read_jsonl(Path(config.tasks) / f"{split}.jsonl") if t["kind"] in config.kinds]
+
+
+@lru_cache(maxsize=64)
+def _permutation(n: int, seed: int, epoch: int) -> tuple[int, ...]:
+    order = list(range(n))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return tuple(order)
+
+
+def step_indices(n_items: int, step: int, per_step: int, seed: int) -> list[int]:
+    """Items for ``step``: consecutive slices of a fresh shuffle per pass, a pure function of (seed, step)."""
+    out = []
+    for k in range(step * per_step, (step + 1) * per_step):
+        epoch, position = divmod(k, n_items)
+        out.append(_permutation(n_items, seed, epoch)[position])
+    return out
+
+
+def collect(learner: Learner, items: list, seed: int, group_size: int, turn_reward: TurnReward | None,
+            temperature: float | None = None) -> list[Rollout]:
+    generate = lambda prompts, s: learner.generate(prompts, s, temperature)
+    if learner.config.round == 1:
+        reward = turn_reward or default_turn_reward(learner.config)
+        return first_turn_rollouts(generate, learner.tokenizer, items, group_size, reward, seed)
+    return episode_rollouts(generate, learner.tokenizer, items, learner.config, group_size, seed)
+
+
+def evaluate_dev(learner: Learner, items: list, turn_reward: TurnReward | None = None) -> dict[str, Any]:
+    """Greedy rollouts of held dev tasks: mean reward, success, loop rate."""
+    if not items:
+        return {"tasks": 0}
+    rollouts = collect(learner, items, 0, 1, turn_reward, temperature=0.0)
+    metrics = summarize(rollouts)
+    return {"tasks": len(items), **{k: metrics[k] for k in ("reward", "success_rate", "loop_rate", "reasoning_tokens")}}
+
+
+def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | None:
+    """The RL loop; returns the final metrics, or None when interrupted on purpose (tests)."""
+    from accelerate import Accelerator
+    from tqdm import tqdm
+
+    from botpsy.model.checkpoint import load_checkpoint, save_checkpoint
+    from botpsy.train import common
+
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    out = Path(config.out)
+    ckpt = load_checkpoint(config.policy)
+    items = load_items(config, "train")
+    if not items:
+        raise ValueError(f"no training items of kinds {config.kinds} for round {config.round}")
+    dev_items = load_items(config, "dev")[: config.eval_tasks] if config.eval_tasks else []
+    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    optimizer = torch.optim.AdamW(ckpt.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    policy, optimizer = accelerator.prepare(ckpt.model, optimizer)
+    learner = Learner(policy, load_reference(config.reference), ckpt.tokenizer, optimizer, accelerator, config)
+    progress = common.Progress()
+    accelerator.register_for_checkpointing(progress)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(config, out / f"config.json.{STAGE[config.round]}")
+    if config.resume and common.load_training_state(accelerator, out):
+        print(f"[{STAGE[config.round]}] resuming at step {progress.step}")
+    curves = common.CurveWriter(out / "curves.jsonl", progress.step)
+    bar = tqdm(total=config.steps, initial=progress.step, desc=STAGE[config.round], unit="step",
+               disable=not accelerator.is_main_process)
+    while progress.step < config.steps:
+        started = time.perf_counter()
+        chosen = step_indices(len(items), progress.step, config.prompts_per_step, config.seed)
+        mine = chosen[accelerator.process_index :: accelerator.num_processes]
+        rollouts = collect(learner, [items[i] for i in mine], config.seed * 100_003 + progress.step,
+                           config.group_size, turn_reward)
+        stats = update(learner, rollouts)
+        progress.step += 1
+        record = {"step": progress.step, **summarize(rollouts), **stats, "seconds": round(time.perf_counter() - started, 2)}
+        if config.eval_every and progress.step % config.eval_every == 0 and progress.step < config.steps:
+            record["dev"] = evaluate_dev(learner, dev_items, turn_reward)
+        if accelerator.is_main_process:
+            curves.write(record)
+        bar.update(1)
+        bar.set_postfix(reward=f"{record['reward']:.3f}", kl=f"{record['kl']:.4f}", loop=f"{record['loop_rate']:.2f}")
+        if progress.step % config.save_every == 0:
+            common.save_training_state(accelerator, out)
+        if config.interrupt_after is not None and progress.step >= config.interrupt_after:
+            bar.close()
+            return None
+    bar.close()
+    common.save_training_state(accelerator, out)
+    dev = evaluate_dev(learner, dev_items, turn_reward)
+    curves.write({"step": progress.step, "dev": dev})
+    result = {"steps": progress.step, "dev": dev}
+    meta = {"init": config.policy, "init_stage": ckpt.meta.get("stage"), "reference": config.reference,
+            "round": config.round, "config": vars(config), "train_items": len(items), **result}
+    if accelerator.is_main_process:
+        save_checkpoint(accelerator.unwrap_model(policy), ckpt.tokenizer, out, stage=STAGE[config.round], meta=meta)
+    return result
+
+
+# ---- dry run -------------------------------------------------------------------------------------
+
+
+def check_endpoint(url: str, timeout_s: float = 5.0) -> dict[str, Any]:
+    """An OpenAI-compatible base URL (``http(s)://host[:port]/v1``): well formed, and what ``GET /models`` says."""
+    parts = urllib.parse.urlparse(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"--rollout-endpoint {url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
+    base = url.rstrip("/")
+    try:
+        with urllib.request.urlopen(base + "/models", timeout=timeout_s) as response:
+            body = json.loads(response.read().decode("utf-8"))
+        models = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+        return {"url": base, "reachable": True, "models": models, "completions": base + "/completions"}
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return {"url": base, "reachable": False, "error": str(getattr(exc, "reason", exc))}
+
+
+def dry_run(config: RLConfig) -> int:
+    from botpsy.model.checkpoint import read_model_type
+
+    plan: dict[str, Any] = {
+        "round": config.round, "stage": STAGE[config.round], "policy": config.policy,
+        "policy_model_type": read_model_type(config.policy), "reference": config.reference,
+        "reference_model_type": read_model_type(config.reference), "out": config.out, "kinds": config.kinds,
+        "train_items": len(load_items(config, "train")), "steps": config.steps,
+        "rollouts_per_step": config.prompts_per_step * config.group_size,
+        "completion_tokens_per_step_max": config.prompts_per_step * config.group_size * config.max_new_tokens
+        * (config.max_turns if config.round == 2 else 1),
+        "penalties": config.penalties,
+    }
+    ok = True
+    if config.rollout_endpoint:
+        plan["rollout_endpoint"] = check_endpoint(config.rollout_endpoint)
+        ok = plan["rollout_endpoint"]["reachable"]
+        if not ok:
+            print(f"botpsy rl: rollout endpoint {config.rollout_endpoint} is not reachable: "
+                  f"{plan['rollout_endpoint']['error']}", file=sys.stderr)
+    if config.accelerate_config:
+        from botpsy.train.launch import accelerate_plan
+
+        argv = ["rl", "--round", str(config.round), "--policy", config.policy, "--out", config.out]
+        launch = accelerate_plan(config.accelerate_config, config.max_new_tokens, 1, argv)
+        launch.pop("tokens_per_optimizer_step")
+        plan["launch_plan"] = launch
+    emit(plan, config.json, lambda p: "\n".join(f"{k}: {v}" for k, v in p.items()))
+    return 0 if ok else 1
+
+
+def main(config: RLConfig) -> int:
+    if config.dry_run:
+        return dry_run(config)
+    if config.rollout_endpoint:
+        raise ValueError("--rollout-endpoint is checked by --dry-run only: botpsy does not push the learner's "
+                         "weights to the server, so its rollouts would come from a stale policy")
+    result = train(config)
+    if result is None:
+        return 0
+    emit(result, config.json, lambda r: f"{STAGE[config.round]}: {r['steps']} steps, dev reward "
+         f"{r['dev'].get('reward', 0):.3f}, dev success {r['dev'].get('success_rate', 0):.0%} -> {config.out}")
+    return 0

@@ -24,6 +24,8 @@ STAGES: dict[str, tuple[str, str, str]] = {
     "parity": ("botpsy.export.parity", "ParityConfig", "compare each exported GGUF in llama.cpp with the checkpoint in transformers"),
     "data": ("botpsy.train.trajectories", "DataConfig", "turn device-world tasks into chat-format trajectories and the tokenizer corpus"),
     "sft": ("botpsy.train.sft", "SFTConfig", "stage 1: supervised fine-tuning on agent trajectories (loss on assistant tokens)"),
+    "teachers": ("botpsy.train.teachers", "TeachersConfig", "stage 2a: one domain teacher per task group (trained from the SFT student, a local checkpoint, or an endpoint) and their manifest"),
+    "mopd": ("botpsy.train.mopd", "MOPDConfig", "stage 2b: multi-teacher on-policy distillation of the teachers into the SFT student"),
     "rl": ("botpsy.train.rl", "RLConfig", "stages 3-4: RL round 1 (first turns: calls and special cases) or round 2 (agentic episodes in the device world)"),
     "chat": ("botpsy.agent.chat", "ChatConfig", "talk to the on-device assistant in the terminal, or run one request (--json)"),
     "solve": ("botpsy.agent.solve", "SolveConfig", "run the agent on device-world tasks and report success"),

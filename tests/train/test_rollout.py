@@ -183,3 +183,24 @@ def test_score_completions_matches_a_plain_forward(student):
     assert scored.token_logprobs.requires_grad  # called under grad: the graph is kept
     with torch.no_grad():
         assert not score_completions(model, samples, tokenizer.pad_token_id).logits.requires_grad
+
+
+def test_call_accuracy_scores_calls_and_turns_that_call_nothing(monkeypatch, tiny_tokenizer):
+    from botpsy.train import rollout
+
+    device, personal = chat_examples(2)  # first turns: get_weather(city="Paris"), set_alarm(hour=1)
+    asks = {**personal, "messages": [personal["messages"][0], U("set an alarm"), A("What time?", "A detail is missing.")]}
+    outputs = {  # prompt -> what the "model" answers
+        rollout.first_turn_prompt(device): "x\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                                             "</parameter>\n</function>\n</tool_call><|im_end|>",
+        rollout.first_turn_prompt(personal): "<tool_call>\n<function=set_alarm>\n<parameter=hour>\n2\n</parameter>\n"
+                                               "</function>\n</tool_call><|im_end|>",
+        rollout.first_turn_prompt(asks): "What time should the alarm ring?<|im_end|>",
+    }
+    fake = lambda model, tokenizer, prompts, **_: [Sample([], [], outputs[p], True) for p in prompts]
+    monkeypatch.setattr(rollout, "sample_batch", fake)
+    scores = rollout.call_accuracy(None, tiny_tokenizer, [device, personal, asks])
+    # the device example offers no tools, so its exact call is not schema-valid; the alarm call is valid but wrong
+    assert scores["call_examples"] == 2 and scores["exact_call_rate"] == 0.5 and scores["schema_valid_rate"] == 0.5
+    assert scores["no_call_examples"] == 1 and scores["no_call_rate"] == 1.0
+    assert scores["first_turn_rate"] == pytest.approx(2 / 3)

@@ -1,0 +1,330 @@
+"""Stage 2a of the recipe: one domain teacher per task group, for multi-teacher distillation.
+
+The report distils several domain experts into the student on its own samples (MOPD). The
+device-world tasks fall into four groups (``device``, ``personal``, ``commerce`` and the
+``special`` cases: refusals, missing details, injections...), and each group gets a teacher:
+
+* by default the SFT student, trained further on its group's share of the data with the SFT
+  trainer (``botpsy.train.sft.main`` with ``stage="teacher-<group>"``; cheap, and the teacher
+  shares the student's tokenizer by construction);
+* ``--teacher-init group=PATH``: the same, starting from a local checkpoint instead (for
+  example a larger ``botpsy init --preset small`` model with the same tokenizer); with
+  ``--steps 0`` the checkpoint is used as it is;
+* ``--teacher-endpoint group=URL``: a model served elsewhere (vLLM) behind an OpenAI-compatible
+  ``/v1/completions`` that returns prompt log-probabilities; it is recorded in the manifest and
+  scored at distillation time through ``EndpointTeacher`` (top-K log-probs of each completion
+  token, ``echo=True``), which is how the real 0.8B recipe would use 4B-class teachers.
+
+Each local teacher's group data is written to ``OUT/<group>/data/`` and its checkpoint to
+``OUT/<group>/``. ``OUT/manifest.json`` maps group -> teacher (path or endpoint, its steps,
+its greedy first-turn accuracy on its own group's dev examples, ``rollout.call_accuracy``). Finished teachers are
+skipped on a rerun; an interrupted one resumes through the SFT trainer's saved state.
+
+    botpsy teachers --init runs/speedrun/sft --data runs/speedrun/data --out runs/speedrun/teachers --steps 100
+    botpsy teachers --teacher-endpoint special=http://gpu-node:8000/v1 --endpoint-model teacher-special
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from botpsy.config import save_config
+from botpsy.output import emit, table
+
+GROUPS = ("device", "personal", "commerce", "special")
+
+
+@dataclass
+class TeachersConfig:
+    """Train (or register) one teacher per task group and write the teachers manifest for `botpsy mopd`."""
+
+    init: str = field(default="runs/speedrun/sft", metadata={"help": "Checkpoint every local teacher starts from unless --teacher-init names another (default: the SFT student)."})
+    data: str = field(default="runs/speedrun/data", metadata={"help": "Folder with train.jsonl and dev.jsonl from `botpsy data` (examples carry a `group`)."})
+    out: str = field(default="runs/speedrun/teachers", metadata={"help": "Output folder: one checkpoint folder per group plus manifest.json."})
+    groups: str = field(default=",".join(GROUPS), metadata={"help": "Comma-separated task groups that get a teacher."})
+    steps: int = field(default=100, metadata={"help": "SFT steps per local teacher (0: use the init checkpoint as it is)."})
+    batch_tokens: int = field(default=4096, metadata={"help": "Padded tokens per teacher micro-batch."})
+    lr: float = field(default=1e-3, metadata={"help": "Peak learning rate of teacher training."})
+    warmup_steps: int = field(default=10, metadata={"help": "Linear warm-up steps of teacher training."})
+    teacher_init: list[str] = field(default_factory=list, metadata={"help": "GROUP=PATH: that group's teacher starts from this local checkpoint (same tokenizer as the student)."})
+    teacher_endpoint: list[str] = field(default_factory=list, metadata={"help": "GROUP=URL: that group's teacher is an OpenAI-compatible server (e.g. vLLM at http://host:8000/v1) returning prompt log-probs."})
+    endpoint_model: str | None = field(default=None, metadata={"help": "Model name sent to endpoint teachers (vLLM's --served-model-name)."})
+    endpoint_top_k: int = field(default=20, metadata={"help": "Top-K log-probs requested per token from endpoint teachers."})
+    eval_examples: int = field(default=24, metadata={"help": "Dev examples of its own group on which each local teacher's first turn is scored (rollout.call_accuracy)."})
+    eval_max_new_tokens: int = field(default=160, metadata={"help": "Generation limit for that check."})
+    max_length: int = field(default=2048, metadata={"help": "Longer training sequences are skipped."})
+    save_every: int = field(default=50, metadata={"help": "Steps between resumable teacher checkpoints."})
+    seed: int = field(default=0, metadata={"help": "Seed for data order."})
+    threads: int = field(default=0, metadata={"help": "Torch CPU threads (0: torch's default)."})
+    json: bool = field(default=False, metadata={"help": "Print the manifest as JSON."})
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def parse_assignments(items: list[str], flag: str, groups: list[str]) -> dict[str, str]:
+    """``["device=/path", ...]`` -> ``{"device": "/path"}``, refusing unknown groups."""
+    out = {}
+    for item in items:
+        group, sep, value = item.partition("=")
+        if not sep or not value:
+            raise ValueError(f"{flag} expects GROUP=VALUE, got {item!r}")
+        if group not in groups:
+            raise ValueError(f"{flag} {item!r}: group {group!r} is not one of --groups {','.join(groups)}")
+        out[group] = value
+    return out
+
+
+def split_by_group(rows: list[dict], group: str) -> list[dict]:
+    return [r for r in rows if r.get("group") == group]
+
+
+def write_group_data(data: Path, group: str, folder: Path) -> dict:
+    """Write the group's train/dev examples to ``folder``; returns their counts."""
+    from botpsy.train.sft import read_jsonl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for split in ("train", "dev"):
+        rows = split_by_group(read_jsonl(data / f"{split}.jsonl"), group)
+        if split == "train" and not rows:
+            raise ValueError(f"{data / 'train.jsonl'} has no examples of group {group!r}")
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        counts[split] = len(rows)
+    return counts
+
+
+def is_finished(folder: Path, group: str, steps: int) -> bool:
+    """Has ``folder`` a final teacher checkpoint of ``group`` trained for ``steps`` steps?"""
+    meta = folder / "meta.json"
+    if not meta.is_file() or not (folder / "config.json").is_file():
+        return False
+    record = json.loads(meta.read_text())
+    return record.get("stage") == f"teacher-{group}" and record.get("steps") == steps
+
+
+def train_teacher(config: TeachersConfig, group: str, init: str, folder: Path) -> dict:
+    """Train one local teacher with the SFT trainer (resumes if interrupted); returns its record."""
+    from botpsy.train import sft
+
+    counts = write_group_data(Path(config.data), group, folder / "data")
+    if config.steps > 0 and not is_finished(folder, group, config.steps):
+        sft_config = sft.SFTConfig(
+            init=init, data=str(folder / "data"), out=str(folder), stage=f"teacher-{group}", steps=config.steps,
+            batch_tokens=config.batch_tokens, lr=config.lr, warmup_steps=min(config.warmup_steps, config.steps),
+            max_length=config.max_length, eval_every=0, eval_examples=0, test_examples=0, save_every=config.save_every,
+            seed=config.seed, threads=config.threads, json=False)
+        sft.main(sft_config)
+    path = str(folder) if config.steps > 0 else init
+    return {"kind": "local", "path": path, "init": init, "steps": config.steps, "examples": counts}
+
+
+def dev_call_accuracy(path: str, rows: list[dict], config) -> dict:
+    """Greedy first-turn accuracy of the checkpoint at ``path`` on ``rows`` (batched)."""
+    from botpsy.model.checkpoint import load_checkpoint
+    from botpsy.train.rollout import call_accuracy, call_examples
+
+    ckpt = load_checkpoint(path)
+    return call_accuracy(ckpt.model, ckpt.tokenizer, call_examples(rows, config.eval_examples), config.eval_max_new_tokens)
+
+
+def main(config: TeachersConfig) -> int:
+    from botpsy.train.sft import read_jsonl
+
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    groups = [g.strip() for g in config.groups.split(",") if g.strip()]
+    inits = parse_assignments(config.teacher_init, "--teacher-init", groups)
+    endpoints = parse_assignments(config.teacher_endpoint, "--teacher-endpoint", groups)
+    both = sorted(set(inits) & set(endpoints))
+    if both:
+        raise ValueError(f"groups {both} have both --teacher-init and --teacher-endpoint; give one")
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(config, out / "config.json")
+    manifest_file = out / "manifest.json"
+    manifest = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
+    teachers = manifest.get("teachers", {})
+    dev_rows = read_jsonl(Path(config.data) / "dev.jsonl")
+    for group in groups:
+        if group in endpoints:
+            teachers[group] = {"kind": "endpoint", "url": endpoints[group], "model": config.endpoint_model,
+                               "top_k": config.endpoint_top_k, "steps": None, "dev_call": None}
+            continue
+        folder = out / group
+        record = teachers.get(group, {})
+        init = inits.get(group, config.init)
+        if record.get("kind") == "local" and record.get("init") == init and "dev_call" in record and \
+                (config.steps == 0 or is_finished(folder, group, config.steps)):
+            print(f"[teachers] {group}: finished, skipped")
+            continue
+        record = train_teacher(config, group, init, folder)
+        record["dev_call"] = dev_call_accuracy(record["path"], split_by_group(dev_rows, group), config)
+        teachers[group] = record
+        manifest = {"stage": "teachers", "student": config.init, "data": config.data, "teachers": teachers}
+        manifest_file.write_text(json.dumps(manifest, indent=2) + "\n")  # after each teacher: resumable
+    manifest = {"stage": "teachers", "student": config.init, "data": config.data, "teachers": teachers}
+    manifest_file.write_text(json.dumps(manifest, indent=2) + "\n")
+    rows = [{"group": g, "teacher": t.get("path") or t.get("url"), "steps": t.get("steps"),
+             "dev first turns right": "-" if not t.get("dev_call") else f"{t['dev_call']['first_turn_rate']:.0%}",
+             "dev exact calls": "-" if not t.get("dev_call") else f"{t['dev_call']['exact_call_rate']:.0%}"}
+            for g, t in teachers.items()]
+    emit(manifest, config.json, lambda _: table(rows) + f"\n-> {manifest_file}")
+    return 0
+
+
+# --------------------------------------------------------------------------- teachers at distillation time
+
+
+@dataclass
+class TeacherScores:
+    """A teacher's log-probs at each completion position: dense [B, T, V], or sparse top-K
+    (``ids`` [B, T, K] with ``logprobs`` [B, T, K]; ``valid`` marks real entries)."""
+
+    logprobs: torch.Tensor
+    ids: torch.Tensor | None = None
+    valid: torch.Tensor | None = None
+
+    @property
+    def sparse(self) -> bool:
+        return self.ids is not None
+
+
+class LocalTeacher:
+    """A checkpoint in this process; scores completions with one no-grad forward."""
+
+    kind = "local"
+
+    def __init__(self, group: str, path: str, model, tokenizer):
+        self.group, self.path, self.model, self.tokenizer = group, path, model.eval(), tokenizer
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+
+    @torch.no_grad()
+    def score(self, samples, pad_id: int) -> TeacherScores:
+        from botpsy.train.rollout import score_completions
+
+        return TeacherScores(logprobs=torch.log_softmax(score_completions(self.model, samples, pad_id).logits, dim=-1))
+
+    def to(self, device) -> LocalTeacher:
+        self.model.to(device)
+        return self
+
+
+class EndpointTeacher:
+    """An OpenAI-compatible ``/v1/completions`` server that scores prompt tokens (``echo=True``).
+
+    Each sample's prompt + completion goes as token ids (no re-tokenization); the server
+    returns, for every position, the top-K log-probs of the next token. vLLM's
+    ``return_tokens_as_token_ids`` makes it name tokens ``"token_id:N"``; plain token texts are
+    mapped back through the shared tokenizer (texts that are not one token are dropped).
+    """
+
+    kind = "endpoint"
+
+    def __init__(self, group: str, url: str, tokenizer, model: str | None = None, top_k: int = 20,
+                 timeout: float = 120.0, concurrency: int = 8):
+        self.group, self.url, self.tokenizer, self.model = group, url.rstrip("/"), tokenizer, model
+        self.top_k, self.timeout, self.concurrency = top_k, timeout, concurrency
+        self.vocab = tokenizer.get_vocab()
+
+    def request(self, ids: list[int]) -> list:
+        body = {"prompt": ids, "max_tokens": 1, "echo": True, "logprobs": self.top_k, "temperature": 0.0,
+                "return_tokens_as_token_ids": True}
+        if self.model:
+            body["model"] = self.model
+        req = urllib.request.Request(f"{self.url}/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as response:
+                payload = json.loads(response.read())
+        except (urllib.error.URLError, OSError) as exc:
+            raise ValueError(f"teacher endpoint {self.url} ({self.group}) failed: {exc}") from None
+        try:
+            top = payload["choices"][0]["logprobs"]["top_logprobs"]
+        except (KeyError, IndexError, TypeError):
+            raise ValueError(f"teacher endpoint {self.url} returned no echoed top_logprobs (needs echo=True, logprobs=K)") from None
+        if len(top) < len(ids):
+            raise ValueError(f"teacher endpoint {self.url} echoed {len(top)} positions for a {len(ids)}-token prompt")
+        return top
+
+    def token_id(self, key: str) -> int | None:
+        if key.startswith("token_id:"):
+            return int(key.split(":", 1)[1])
+        if key in self.vocab:
+            return self.vocab[key]
+        ids = self.tokenizer.encode(key, add_special_tokens=False)
+        return ids[0] if len(ids) == 1 else None
+
+    def score(self, samples, pad_id: int) -> TeacherScores:
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            tops = list(pool.map(self.request, [s.prompt_ids + s.completion_ids for s in samples]))
+        steps = max(1, max(len(s.completion_ids) for s in samples))
+        rows = []
+        for s, top in zip(samples, tops):
+            # Entry i is the distribution over token i given the tokens before it.
+            rows.append([self.parse_position(top[len(s.prompt_ids) + t]) for t in range(len(s.completion_ids))])
+        width = max([1] + [len(p) for row in rows for p in row])
+        ids = torch.zeros((len(samples), steps, width), dtype=torch.long)
+        logprobs = torch.zeros((len(samples), steps, width))
+        valid = torch.zeros((len(samples), steps, width), dtype=torch.bool)
+        for r, row in enumerate(rows):
+            for t, entries in enumerate(row):
+                for k, (token, logprob) in enumerate(entries):
+                    ids[r, t, k], logprobs[r, t, k], valid[r, t, k] = token, logprob, True
+        return TeacherScores(logprobs=logprobs, ids=ids, valid=valid)
+
+    def parse_position(self, entries) -> list[tuple[int, float]]:
+        best: dict[int, float] = {}
+        for key, logprob in (entries or {}).items():
+            token = self.token_id(key)
+            if token is not None and logprob is not None:
+                best[token] = max(float(logprob), best.get(token, float("-inf")))
+        return sorted(best.items(), key=lambda kv: -kv[1])
+
+    def to(self, device) -> EndpointTeacher:
+        return self
+
+
+def same_tokenizer(a, b) -> bool:
+    return a.get_vocab() == b.get_vocab()
+
+
+def load_teachers(manifest_path: str | Path, groups: list[str], student_tokenizer, student_vocab_size: int) -> dict:
+    """group -> ``LocalTeacher`` / ``EndpointTeacher`` for every group, with clear errors.
+
+    Distillation compares distributions token by token, so every local teacher must use the
+    student's tokenizer and output width; a group without a teacher is an error.
+    """
+    from botpsy.model.checkpoint import load_checkpoint
+
+    path = Path(manifest_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"teachers manifest {path} does not exist; run `botpsy teachers` first")
+    records = json.loads(path.read_text()).get("teachers", {})
+    missing = [g for g in groups if g not in records]
+    if missing:
+        raise ValueError(f"no teacher for group(s) {missing} in {path}; it has teachers for {sorted(records)}")
+    teachers = {}
+    for group in groups:
+        record = records[group]
+        if record.get("kind") == "endpoint":
+            teachers[group] = EndpointTeacher(group, record["url"], student_tokenizer, record.get("model"), record.get("top_k") or 20)
+            continue
+        ckpt = load_checkpoint(record["path"])
+        width = ckpt.model.get_output_embeddings().weight.shape[0]
+        if not same_tokenizer(ckpt.tokenizer, student_tokenizer) or width != student_vocab_size:
+            raise ValueError(
+                f"the {group} teacher at {record['path']} uses a different tokenizer or vocabulary (teacher: "
+                f"{len(ckpt.tokenizer)} tokens, {width} logits; student: {len(student_tokenizer)} tokens, "
+                f"{student_vocab_size} logits); MOPD compares distributions token by token, so teachers must share "
+                f"the student's tokenizer")
+        teachers[group] = LocalTeacher(group, record["path"], ckpt.model, ckpt.tokenizer)
+    return teachers

@@ -17,9 +17,10 @@ over completion tokens of the step. AdamW with warm-up + cosine, gradient clippi
 resume (``common.save_training_state``), a progress bar, ``OUT/curves.jsonl`` (loss, KL per
 group, mean completion length, share of finished completions), and every ``--eval-every``
 steps and at the end the student's greedy first-turn accuracy on each group's dev examples
-(``rollout.call_accuracy``: exact gold calls, and no call where the gold first turn makes none,
-as in most special cases) next to its teacher's. ``OUT/meta.json`` records the final per-group
-student vs teacher accuracy and the share of the gap closed (on ``first_turn_rate``).
+(``rollout.first_turn_accuracy``: exact gold calls, and no call where the gold first turn
+makes none, as in most special cases) next to its teacher's. ``OUT/meta.json`` records the
+final per-group student vs teacher accuracy and the share of the gap closed (on
+``first_turn_rate``).
 
 On one CPU::
 
@@ -219,9 +220,9 @@ def rollout_stats(samples) -> dict:
 
 def evaluate_groups(model, tokenizer, dev_by_group: dict[str, list[dict]], config) -> dict:
     """group -> greedy first-turn accuracy on that group's dev examples (batched)."""
-    from botpsy.train.rollout import call_accuracy
+    from botpsy.train.rollout import first_turn_accuracy
 
-    return {g: call_accuracy(model, tokenizer, rows, config.eval_max_new_tokens, config.rollout_batch_size)
+    return {g: first_turn_accuracy(model, tokenizer, rows, config.eval_max_new_tokens, config.rollout_batch_size)
             for g, rows in dev_by_group.items()}
 
 

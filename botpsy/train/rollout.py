@@ -230,39 +230,31 @@ def first_turn_calls(example: dict) -> list[dict] | None:
 
 
 def call_examples(rows: list[dict], n: int) -> list[dict]:
-    """The first ``n`` rows that have an assistant turn (what ``call_accuracy`` scores)."""
+    """The first ``n`` rows that have an assistant turn (what ``first_turn_accuracy`` scores)."""
     return [r for r in rows if first_turn_calls(r) is not None][:n]
 
 
-def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 160, batch_size: int = 16) -> dict:
-    """``dev_eval.call_accuracy`` with batched greedy decoding, plus the first turns that call nothing.
+def first_turn_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 160, batch_size: int = 16) -> dict:
+    """``dev_eval.call_accuracy`` (batched greedy) plus the first turns that should call nothing.
 
-    Examples whose first turn calls tools are scored exactly as ``dev_eval`` scores them (same
-    prompt, parser and rates over ``call_examples``). Examples whose first turn answers without a
-    call (most special cases: ask for a missing detail, refuse, explain) count as right when the
-    output parses and calls nothing (``no_call_rate`` over ``no_call_examples``).
-    ``first_turn_rate`` is the share of all first turns right by either rule.
+    Examples whose first turn calls tools are scored by ``dev_eval.call_accuracy`` (rates over
+    ``call_examples``). Examples whose first turn answers without a call (most special cases: ask
+    for a missing detail, refuse, explain) count as right when the greedy output parses and calls
+    nothing (``no_call_rate`` over ``no_call_examples``). ``first_turn_rate`` is the share of all
+    first turns right by either rule.
     """
     from botpsy.chat.parse import parse_output
-    from botpsy.train.dev_eval import calls_match, schema_valid
+    from botpsy.train.dev_eval import call_accuracy
 
-    examples = [e for e in examples if first_turn_calls(e) is not None]
-    samples = sample_batch(model, tokenizer, [first_turn_prompt(e) for e in examples], max_new_tokens=max_new_tokens,
-                           temperature=0, batch_size=batch_size) if examples else []
-    counts = dict.fromkeys(("calls", "parsed", "schema_valid", "exact", "no_calls", "no_call_right"), 0)
-    for example, sample in zip(examples, samples):
-        tools, gold = example.get("tools") or [], first_turn_calls(example)
-        parsed = parse_output(sample.text, tools, thinking=bool(example.get("thinking", True)))
-        if not gold:
-            counts["no_calls"] += 1
-            counts["no_call_right"] += int(parsed.ok and not parsed.tool_calls)
-            continue
-        counts["calls"] += 1
-        counts["parsed"] += int(bool(parsed.tool_calls) and parsed.ok)
-        counts["schema_valid"] += int(parsed.ok and schema_valid(parsed.tool_calls, tools))
-        counts["exact"] += int(parsed.ok and calls_match(parsed.tool_calls, gold))
-    n, no_calls = max(1, counts["calls"]), max(1, counts["no_calls"])
-    return {"call_examples": counts["calls"], "parse_rate": counts["parsed"] / n,
-            "schema_valid_rate": counts["schema_valid"] / n, "exact_call_rate": counts["exact"] / n,
-            "no_call_examples": counts["no_calls"], "no_call_rate": counts["no_call_right"] / no_calls,
-            "first_turn_rate": (counts["exact"] + counts["no_call_right"]) / max(1, len(examples))}
+    calling = [e for e in examples if first_turn_calls(e)]
+    silent = [e for e in examples if first_turn_calls(e) == []]
+    scores = call_accuracy(model, tokenizer, calling, max_new_tokens, batch_size)
+    samples = sample_batch(model, tokenizer, [first_turn_prompt(e) for e in silent], max_new_tokens=max_new_tokens,
+                           temperature=0, batch_size=batch_size) if silent else []
+    right = 0
+    for example, sample in zip(silent, samples):
+        parsed = parse_output(sample.text, example.get("tools") or [], thinking=bool(example.get("thinking", True)))
+        right += int(parsed.ok and not parsed.tool_calls)
+    exact = round(scores["exact_call_rate"] * scores["call_examples"])
+    return {**scores, "no_call_examples": len(silent), "no_call_rate": right / max(1, len(silent)),
+            "first_turn_rate": (exact + right) / max(1, len(calling) + len(silent))}

@@ -17,8 +17,9 @@ device-world tasks fall into four groups (``device``, ``personal``, ``commerce``
 
 Each local teacher's group data is written to ``OUT/<group>/data/`` and its checkpoint to
 ``OUT/<group>/``. ``OUT/manifest.json`` maps group -> teacher (path or endpoint, its steps,
-its greedy first-turn accuracy on its own group's dev examples, ``rollout.call_accuracy``). Finished teachers are
-skipped on a rerun; an interrupted one resumes through the SFT trainer's saved state.
+its greedy first-turn accuracy on its own group's dev examples, ``rollout.first_turn_accuracy``).
+Finished teachers are skipped on a rerun; an interrupted one resumes through the SFT trainer's
+saved state.
 
     botpsy teachers --init runs/speedrun/sft --data runs/speedrun/data --out runs/speedrun/teachers --steps 100
     botpsy teachers --teacher-endpoint special=http://gpu-node:8000/v1 --endpoint-model teacher-special
@@ -57,7 +58,7 @@ class TeachersConfig:
     teacher_endpoint: list[str] = field(default_factory=list, metadata={"help": "GROUP=URL: that group's teacher is an OpenAI-compatible server (e.g. vLLM at http://host:8000/v1) returning prompt log-probs."})
     endpoint_model: str | None = field(default=None, metadata={"help": "Model name sent to endpoint teachers (vLLM's --served-model-name)."})
     endpoint_top_k: int = field(default=20, metadata={"help": "Top-K log-probs requested per token from endpoint teachers."})
-    eval_examples: int = field(default=24, metadata={"help": "Dev examples of its own group on which each local teacher's first turn is scored (rollout.call_accuracy)."})
+    eval_examples: int = field(default=24, metadata={"help": "Dev examples of its own group on which each local teacher's first turn is scored (rollout.first_turn_accuracy)."})
     eval_max_new_tokens: int = field(default=160, metadata={"help": "Generation limit for that check."})
     max_length: int = field(default=2048, metadata={"help": "Longer training sequences are skipped."})
     save_every: int = field(default=50, metadata={"help": "Steps between resumable teacher checkpoints."})
@@ -126,13 +127,13 @@ def train_teacher(config: TeachersConfig, group: str, init: str, folder: Path) -
     return {"kind": "local", "path": path, "init": init, "steps": config.steps, "examples": counts}
 
 
-def dev_call_accuracy(path: str, rows: list[dict], config) -> dict:
+def dev_accuracy(path: str, rows: list[dict], config) -> dict:
     """Greedy first-turn accuracy of the checkpoint at ``path`` on ``rows`` (batched)."""
     from botpsy.model.checkpoint import load_checkpoint
-    from botpsy.train.rollout import call_accuracy, call_examples
+    from botpsy.train.rollout import call_examples, first_turn_accuracy
 
     ckpt = load_checkpoint(path)
-    return call_accuracy(ckpt.model, ckpt.tokenizer, call_examples(rows, config.eval_examples), config.eval_max_new_tokens)
+    return first_turn_accuracy(ckpt.model, ckpt.tokenizer, call_examples(rows, config.eval_examples), config.eval_max_new_tokens)
 
 
 def main(config: TeachersConfig) -> int:
@@ -166,7 +167,7 @@ def main(config: TeachersConfig) -> int:
             print(f"[teachers] {group}: finished, skipped")
             continue
         record = train_teacher(config, group, init, folder)
-        record["dev_call"] = dev_call_accuracy(record["path"], split_by_group(dev_rows, group), config)
+        record["dev_call"] = dev_accuracy(record["path"], split_by_group(dev_rows, group), config)
         teachers[group] = record
         manifest = {"stage": "teachers", "student": config.init, "data": config.data, "teachers": teachers}
         manifest_file.write_text(json.dumps(manifest, indent=2) + "\n")  # after each teacher: resumable

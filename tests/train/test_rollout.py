@@ -185,7 +185,7 @@ def test_score_completions_matches_a_plain_forward(student):
         assert not score_completions(model, samples, tokenizer.pad_token_id).logits.requires_grad
 
 
-def test_call_accuracy_scores_calls_and_turns_that_call_nothing(monkeypatch, tiny_tokenizer):
+def test_first_turn_accuracy_scores_calls_and_turns_that_call_nothing(monkeypatch, tiny_tokenizer):
     from botpsy.train import rollout
 
     device, personal = chat_examples(2)  # first turns: get_weather(city="Paris"), set_alarm(hour=1)
@@ -199,7 +199,7 @@ def test_call_accuracy_scores_calls_and_turns_that_call_nothing(monkeypatch, tin
     }
     fake = lambda model, tokenizer, prompts, **_: [Sample([], [], outputs[p], True) for p in prompts]
     monkeypatch.setattr(rollout, "sample_batch", fake)
-    scores = rollout.call_accuracy(None, tiny_tokenizer, [device, personal, asks])
+    scores = rollout.first_turn_accuracy(None, tiny_tokenizer, [device, personal, asks])
     # the device example offers no tools, so its exact call is not schema-valid; the alarm call is valid but wrong
     assert scores["call_examples"] == 2 and scores["exact_call_rate"] == 0.5 and scores["schema_valid_rate"] == 0.5
     assert scores["no_call_examples"] == 1 and scores["no_call_rate"] == 1.0

@@ -35,9 +35,17 @@ class SpeedrunConfig:
     preset: str = field(default="tiny", metadata={"help": "Student model preset."})
     sft_steps: int = field(default=300, metadata={"help": "SFT optimizer steps."})
     sft_batch_tokens: int = field(default=4096, metadata={"help": "Padded tokens per SFT batch (about four trajectories)."})
+    teacher_steps: int = field(default=25, metadata={"help": "SFT steps of each domain teacher (continued from the SFT student on its group)."})
+    mopd_steps: int = field(default=20, metadata={"help": "MOPD optimizer steps."})
+    mopd_prompts: int = field(default=16, metadata={"help": "Student rollouts per MOPD step (spread over the groups)."})
+    rl1_steps: int = field(default=10, metadata={"help": "RL round 1 steps (also the ablation run without penalties)."})
+    rl2_steps: int = field(default=6, metadata={"help": "RL round 2 steps (multi-turn episodes)."})
+    rl_prompts: int = field(default=8, metadata={"help": "Tasks per RL step."})
+    rl2_prompts: int = field(default=4, metadata={"help": "Tasks (episodes groups) per RL round-2 step."})
+    rl_group: int = field(default=4, metadata={"help": "Rollouts per task (GRPO group size)."})
     threads: int = field(default=2, metadata={"help": "CPU threads for torch and llama.cpp."})
     agent_tasks: int = field(default=30, metadata={"help": "Test-split tasks the shipped Q4_K_M agent runs end to end."})
-    eval_device_tasks: int = field(default=12, metadata={
+    eval_device_tasks: int = field(default=50, metadata={
         "help": "Test-split device tasks each model is evaluated on (round-robin over the kinds)."})
     eval_bfcl_items: int = field(default=1, metadata={"help": "BFCL items per category in the evaluation."})
     eval_bfcl_categories: list[str] = field(default_factory=lambda: [
@@ -100,10 +108,60 @@ def step_sft(cfg: SpeedrunConfig, run: Path):
     return main(stage_cfg)
 
 
+def step_teachers(cfg: SpeedrunConfig, run: Path):
+    """One teacher per task group: the SFT student trained further on that group's data only."""
+    from botpsy.train.teachers import TeachersConfig, main
+
+    stage_cfg = TeachersConfig(init=str(run / "sft"), data=str(run / "data"), out=str(run / "teachers"),
+                               steps=cfg.teacher_steps, batch_tokens=cfg.sft_batch_tokens, seed=cfg.seed, threads=cfg.threads)
+    save_config(stage_cfg, run / "teachers" / "config.json")
+    return main(stage_cfg)
+
+
+def step_mopd(cfg: SpeedrunConfig, run: Path):
+    """Multi-teacher on-policy distillation: the student's own rollouts, each scored by its group's teacher."""
+    from botpsy.train.mopd import MOPDConfig, main
+
+    stage_cfg = MOPDConfig(student=str(run / "sft"), teachers=str(run / "teachers" / "manifest.json"), data=str(run / "data"),
+                           out=str(run / "mopd"), steps=cfg.mopd_steps, prompts_per_step=cfg.mopd_prompts,
+                           seed=cfg.seed, threads=cfg.threads)
+    return main(stage_cfg)
+
+
+def rl_config(cfg: SpeedrunConfig, run: Path, round_: int, out: str, policy: str, penalties: bool = True):
+    from botpsy.train.rl import RLConfig
+
+    steps, prompts = (cfg.rl1_steps, cfg.rl_prompts) if round_ == 1 else (cfg.rl2_steps, cfg.rl2_prompts)
+    return RLConfig(round=round_, run=str(run), policy=str(run / policy), out=str(run / out), steps=steps,
+                    prompts_per_step=prompts, group_size=cfg.rl_group, penalties=penalties, eval_every=0,
+                    seed=cfg.seed, threads=cfg.threads)
+
+
+def step_rl1(cfg: SpeedrunConfig, run: Path):
+    """RL round 1 (GRPO) on single-turn, parallel and special-case tasks, with loop and length penalties."""
+    from botpsy.train.rl import main
+
+    return main(rl_config(cfg, run, 1, "rl1", "mopd"))
+
+
+def step_rl1_ablation(cfg: SpeedrunConfig, run: Path):
+    """The same RL round 1 without the loop/length penalties, so the report shows what they change."""
+    from botpsy.train.rl import main
+
+    return main(rl_config(cfg, run, 1, "rl1-nopenalty", "mopd", penalties=False))
+
+
+def step_rl2(cfg: SpeedrunConfig, run: Path):
+    """RL round 2: whole multi-turn episodes in the device world with the simulated user."""
+    from botpsy.train.rl import main
+
+    return main(rl_config(cfg, run, 2, "rl2", "rl1"))
+
+
 def step_export(cfg: SpeedrunConfig, run: Path):
     from botpsy.export.command import ExportConfig, main
 
-    stage_cfg = ExportConfig(checkpoint=str(run / "sft"), out=str(run / "gguf"), threads=cfg.threads)
+    stage_cfg = ExportConfig(checkpoint=str(run / FINAL), out=str(run / "gguf"), threads=cfg.threads)
     save_config(stage_cfg, run / "gguf" / "config.json")
     return main(stage_cfg)
 
@@ -111,7 +169,7 @@ def step_export(cfg: SpeedrunConfig, run: Path):
 def step_parity(cfg: SpeedrunConfig, run: Path):
     from botpsy.export.parity import ParityConfig, main
 
-    return main(ParityConfig(checkpoint=str(run / "sft"), gguf_dir=str(run / "gguf"), threads=cfg.threads))
+    return main(ParityConfig(checkpoint=str(run / FINAL), gguf_dir=str(run / "gguf"), threads=cfg.threads))
 
 
 def step_agent(cfg: SpeedrunConfig, run: Path):
@@ -125,16 +183,49 @@ def step_agent(cfg: SpeedrunConfig, run: Path):
     return main(stage_cfg)
 
 
+# The model every later step ships: the last stage of the recipe.
+FINAL = "rl2"
+# Stage checkpoints evaluated side by side (teachers are added from their manifest).
+EVAL_STAGES = ["base", "sft", "mopd", "rl1", "rl1-nopenalty"]
+
+
+def stage_models(run: Path) -> list[tuple[str, Path]]:
+    """(label, checkpoint) of every stage to evaluate, in recipe order; missing stages are left out."""
+    stages = [(name, run / name) for name in EVAL_STAGES[:2]]
+    manifest = run / "teachers" / "manifest.json"
+    if manifest.is_file():
+        teachers = json.loads(manifest.read_text()).get("teachers", {})
+        stages += [(f"teacher-{group}", Path(t["path"])) for group, t in teachers.items() if t.get("kind") == "local"]
+    stages += [(name, run / name) for name in EVAL_STAGES[2:]]
+    return [(label, path) for label, path in stages if (path / "meta.json").is_file()]
+
+
+def stage_gguf(checkpoint: Path, out: Path, threads: int) -> Path:
+    """A bf16 GGUF of one stage's checkpoint (made once), so every stage is evaluated through llama.cpp."""
+    from botpsy.export.command import ExportConfig, main
+
+    target = out / "model-bf16.gguf"
+    if not target.is_file():
+        main(ExportConfig(checkpoint=str(checkpoint), out=str(out), formats="bf16", threads=threads))
+    return target
+
+
 def step_eval(cfg: SpeedrunConfig, run: Path):
-    """Base, SFT and each quantization side by side on the device suite and samples of BFCL, IFEval, IFBench."""
+    """Every stage (base, SFT, teachers, MOPD, RL1 and its ablation, RL2) and each release format side by side."""
     from botpsy.eval.harness import EvalConfig, main
 
-    quants = ["bf16", "q8_0", "q4_k_m"]
-    models = [str(run / "base"), str(run / "sft")] + [str(run / "gguf" / f"model-{q}.gguf") for q in quants]
-    # One thread (as the agent step): on a busy 2-core machine two threads made decoding far slower.
-    # The per-task budget of two capped turns keeps the untrained base, which never stops by itself,
-    # from spending the step's time on format retries.
-    stage_cfg = EvalConfig(model=models, label=["base", "sft"] + quants, suite="device,bfcl,ifeval,ifbench",
+    labels, models = [], []
+    for label, checkpoint in stage_models(run):
+        labels.append(label)
+        models.append(str(stage_gguf(checkpoint, run / "stages" / label, cfg.threads)))
+    # The release files are the final stage (RL2): its bf16 file stands for the stage, and the labels
+    # bf16 / q8_0 / q4_k_m let the harness report the quantization deltas against bf16.
+    labels += ["bf16", "q8_0", "q4_k_m"]
+    models += [str(run / "gguf" / f"model-{q}.gguf") for q in ("bf16", "q8_0", "q4_k_m")]
+    # One llama.cpp thread: on a busy 2-core machine two threads made decoding far slower. The per-task
+    # budget of two capped turns keeps the untrained base, which never stops by itself, from spending
+    # the step's time on format retries.
+    stage_cfg = EvalConfig(model=models, label=labels, suite="device,bfcl,ifeval,ifbench",
                            out=str(run / "eval"), tasks=str(run / "tasks" / "test.jsonl"),
                            device_limit=cfg.eval_device_tasks, bfcl_limit=cfg.eval_bfcl_items,
                            bfcl_category=list(cfg.eval_bfcl_categories), if_limit=cfg.eval_if_items,
@@ -168,6 +259,11 @@ STEPS = [
     Step("tokenizer", "tokenizer/meta.json", step_tokenizer),
     Step("init", "base/meta.json", step_init),
     Step("sft", "sft/meta.json", step_sft),
+    Step("teachers", "teachers/manifest.json", step_teachers),
+    Step("mopd", "mopd/meta.json", step_mopd),
+    Step("rl1", "rl1/meta.json", step_rl1),
+    Step("rl1-nopenalty", "rl1-nopenalty/meta.json", step_rl1_ablation),
+    Step("rl2", "rl2/meta.json", step_rl2),
     Step("export", "gguf/meta.json", step_export),
     Step("parity", "gguf/parity.json", step_parity),
     Step("agent", "agent/summary.json", step_agent),

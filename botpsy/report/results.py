@@ -12,6 +12,8 @@ Example::
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typing import Any
 
 from botpsy.bench.card import CardError, load_card, md_table, mib, stat
@@ -34,8 +36,10 @@ KEY_ROWS: list[Row] = [
 # ---- 5. evaluation --------------------------------------------------------------------------------
 
 
-def is_gguf(entry: dict) -> bool:
-    return str(entry.get("model", "")).endswith(".gguf")
+def is_release_file(entry: dict) -> bool:
+    """A shipped release format (RUN/gguf/model-*.gguf); stage models are evaluated from bf16 exports elsewhere."""
+    path = Path(str(entry.get("model", "")))
+    return path.suffix == ".gguf" and path.parent.name == "gguf"
 
 
 def evaluation(page: Page) -> list[str]:
@@ -46,10 +50,10 @@ def evaluation(page: Page) -> list[str]:
         return lines + note
     labels = list(summary["models"])
     lines += ["Key figures:", ""] + figure_table(summary, labels, KEY_ROWS) + [""] + eval_plot(page, summary, labels)
-    checkpoints = [label for label in labels if not is_gguf(summary["models"][label])]
-    formats = [label for label in labels if is_gguf(summary["models"][label])]
+    checkpoints = [label for label in labels if not is_release_file(summary["models"][label])]
+    formats = [label for label in labels if is_release_file(summary["models"][label])]
     all_rows = eval_report.suite_rows(summary) + eval_report.METRIC_ROWS
-    for title, group in (("By model (checkpoints, stage by stage)", checkpoints), ("By release format (GGUF files)", formats)):
+    for title, group in (("By model (stage by stage)", checkpoints), ("By release format (GGUF files)", formats)):
         if group:
             lines += [f"### {title}", ""] + figure_table(summary, group, all_rows) + [""]
     lines += eval_report.quant_lines(summary) + eval_report.left_out_lines(summary)

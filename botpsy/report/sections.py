@@ -25,7 +25,7 @@ from botpsy.report import plots
 from botpsy.report.folder import RunFolder
 
 # Training stages in recipe order; any other folder holding a curves.jsonl follows them.
-STAGE_ORDER = ["sft", "teachers", "mopd", "rl1", "rl2", "rl2-nopenalty"]
+STAGE_ORDER = ["sft", "teachers", "mopd", "rl1", "rl1-nopenalty", "rl2"]
 SPLIT_ORDER = ["train", "dev", "test"]
 
 

@@ -14,9 +14,16 @@ training step here, and both have exact cheaper forms:
   recurrence (intra-chunk attention with pairwise decays, then a scan over chunks carrying
   the recurrent state).
 
-``install()`` swaps both into transformers' Qwen3.5 module (training and prefill; the
-one-token decode path is untouched). Tests check outputs and gradients against the
-originals.
+A third replacement serves the one-token decode path (``causal_conv1d_update``): it shifts the
+cached window in place like the original, then takes the weighted sum over the kernel dim
+elementwise instead of a grouped ``conv1d``. Same output and state; about 1.4x faster per call
+(batch 16, 1024 channels, one thread), but on runs/try1/sft with ~800-token prompts that call
+was only ~5% of a decode step (the KV-cache ``cat`` and matmuls dominate), so batched decoding
+there is not measurably faster end to end.
+
+``install()`` swaps all three into transformers' Qwen3.5 module (training, prefill and
+decode). Tests check outputs, gradients and updated conv states against the originals, and
+that greedy generation is unchanged.
 """
 
 from __future__ import annotations
@@ -122,7 +129,38 @@ def causal_depthwise_conv1d(hidden_states: torch.Tensor, weight: torch.Tensor, b
     return out.to(hidden_states.dtype)
 
 
-REPLACEMENTS = {"torch_chunk_gated_delta_rule": chunk_gated_delta_rule, "causal_conv1d_fn": causal_depthwise_conv1d}
+def causal_depthwise_conv1d_update(hidden_states: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor,
+                                   bias: torch.Tensor | None = None, activation: str | None = None, **_) -> torch.Tensor:
+    """Same contract as transformers' ``causal_conv1d_update`` (the cached decode step).
+
+    x [B, C, T] (T is 1 when decoding), conv_state [B, C, S], weight [C, K] -> [B, C, T]; the
+    state is updated in place to the last S inputs (the cache keeps its address). Computed
+    in ``weight``'s dtype, returned in ``x``'s.
+    """
+    length, state_len, kernel = hidden_states.shape[-1], conv_state.shape[-1], weight.shape[-1]
+    joined = torch.cat([conv_state, hidden_states], dim=-1).to(weight.dtype)
+    conv_state.copy_(joined[:, :, -state_len:])
+    window = joined[:, :, -(length + kernel - 1):]  # the inputs the last ``length`` outputs read
+    if window.shape[-1] < kernel:
+        raise ValueError(f"conv state of width {state_len} is too short for kernel {kernel}")
+    # [B, C, steps, K] view times [C, 1, K], summed over the kernel dim (one step: a [B, C, K] product).
+    out = (window.unfold(-1, kernel, 1) * weight[:, None, :]).sum(-1)
+    if bias is not None:
+        out = out + bias[:, None]
+    if activation in ("silu", "swish"):
+        out = F.silu(out)
+    elif activation is not None:
+        from transformers.activations import ACT2FN
+
+        out = ACT2FN[activation](out)
+    return out.to(hidden_states.dtype)
+
+
+REPLACEMENTS = {
+    "torch_chunk_gated_delta_rule": chunk_gated_delta_rule,
+    "causal_conv1d_fn": causal_depthwise_conv1d,
+    "causal_conv1d_update": causal_depthwise_conv1d_update,
+}
 
 
 def install() -> None:

@@ -84,3 +84,68 @@ def test_chunk_rule_finite_on_repeated_tokens():
     out, _ = cpu_kernels.chunk_gated_delta_rule(key, key, torch.ones(1, 256, 2, 16), torch.zeros(1, 256, 2),
                                                 torch.full((1, 256, 2), 0.9), use_qk_l2norm_in_kernel=True)
     assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("activation", [None, "silu"])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_conv_update_matches_reference_over_decode_steps(activation, with_bias):
+    """Several one-token steps in a row: same outputs and the same in-place state each step."""
+    torch.manual_seed(1)
+    batch, channels, kernel = 3, 12, 4
+    weight, bias = torch.randn(channels, kernel), (torch.randn(channels) if with_bias else None)
+    ref_state = torch.randn(batch, channels, kernel)
+    our_state = ref_state.clone()
+    address = our_state.data_ptr()
+    for _ in range(5):
+        x = torch.randn(batch, channels, 1)
+        ref = reference("causal_conv1d_update")(x, ref_state, weight, bias, activation)
+        ours = cpu_kernels.causal_depthwise_conv1d_update(x, our_state, weight, bias, activation)
+        assert ours.shape == ref.shape == (batch, channels, 1) and ours.dtype == ref.dtype
+        assert torch.allclose(ours, ref, atol=1e-5)
+        assert torch.equal(our_state, ref_state)
+    assert our_state.data_ptr() == address
+
+
+@pytest.mark.parametrize("length, state_len", [(3, 4), (1, 3), (2, 5)])
+def test_conv_update_matches_reference_for_other_shapes(length, state_len):
+    torch.manual_seed(2)
+    x, weight = torch.randn(2, 8, length), torch.randn(8, 4)
+    ref_state = torch.randn(2, 8, state_len)
+    our_state = ref_state.clone()
+    ref = reference("causal_conv1d_update")(x, ref_state, weight, None, "silu")
+    ours = cpu_kernels.causal_depthwise_conv1d_update(x, our_state, weight, None, "silu")
+    assert ours.shape == ref.shape and torch.allclose(ours, ref, atol=1e-5)
+    assert torch.equal(our_state, ref_state)
+
+
+def test_conv_update_dtypes_follow_reference():
+    """bf16 input and state with float32 weights: computed in float32, state and output cast like the original."""
+    torch.manual_seed(3)
+    x, weight = torch.randn(2, 8, 1).bfloat16(), torch.randn(8, 4)
+    ref_state = torch.randn(2, 8, 4).bfloat16()
+    our_state = ref_state.clone()
+    ref = reference("causal_conv1d_update")(x, ref_state, weight, None, "silu")
+    ours = cpu_kernels.causal_depthwise_conv1d_update(x, our_state, weight, None, "silu")
+    assert ours.dtype == ref.dtype == torch.bfloat16 and our_state.dtype == torch.bfloat16
+    assert torch.allclose(ours.float(), ref.float(), atol=1e-2)
+    assert torch.equal(our_state, ref_state)
+
+
+def test_greedy_generation_unchanged_by_install(tiny_checkpoint):
+    from transformers.models.qwen3_5 import modeling_qwen3_5
+
+    from botpsy.model.checkpoint import load_checkpoint
+    from botpsy.train.rollout import sample_batch
+
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    assert modeling_qwen3_5.causal_conv1d_update is cpu_kernels.causal_depthwise_conv1d_update
+    prompts = ["hello there", "the weather today is", "a", "call the function with two arguments please"]
+    fast = sample_batch(checkpoint.model, checkpoint.tokenizer, prompts, max_new_tokens=12, temperature=0)
+    cpu_kernels.uninstall()
+    try:
+        assert modeling_qwen3_5.causal_conv1d_update is not cpu_kernels.causal_depthwise_conv1d_update
+        slow = sample_batch(checkpoint.model, checkpoint.tokenizer, prompts, max_new_tokens=12, temperature=0)
+    finally:
+        cpu_kernels.install()
+    assert [s.completion_ids for s in fast] == [s.completion_ids for s in slow]
+    assert all(len(s.completion_ids) > 1 for s in fast)  # decode steps actually ran

@@ -51,8 +51,6 @@ import math
 import os
 import random
 import time
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +58,7 @@ import torch
 
 from botpsy.config import save_config
 from botpsy.output import emit, table
+from botpsy.train.rollout import check_endpoint
 from botpsy.train.teachers import GROUPS, TeacherScores
 
 
@@ -257,23 +256,10 @@ def gap_closed(initial: dict, final: dict, teacher: dict | None, metric: str = "
 # --------------------------------------------------------------------------- the stage
 
 
-def check_endpoint(url: str) -> dict:
-    """Is ``url`` an http(s) URL, and does ``URL/models`` answer? (for --dry-run)."""
-    parsed = urllib.parse.urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValueError(f"--rollout-endpoint {url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/models", timeout=3) as response:
-            models = [m.get("id") for m in json.loads(response.read()).get("data", [])]
-        return {"url": url, "reachable": True, "models": models}
-    except (OSError, ValueError) as exc:
-        return {"url": url, "reachable": False, "error": str(exc)[:200]}
-
-
 def dry_run_plan(config: MOPDConfig, plan: dict) -> dict:
     """The plan plus the rollout endpoint check and the accelerate launch plan, when given."""
     if config.rollout_endpoint:
-        plan["rollout_endpoint"] = check_endpoint(config.rollout_endpoint)
+        plan["rollout_endpoint"] = check_endpoint(config.rollout_endpoint, timeout_s=3)
     if config.accelerate_config:
         from botpsy.train.launch import accelerate_plan
 

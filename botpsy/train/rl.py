@@ -49,13 +49,9 @@ Gated-DeltaNet model. The update itself is the standard GRPO loss, small enough 
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -74,7 +70,7 @@ from botpsy.train.rewards import (
     TurnTarget,
     inspect_turn,
 )
-from botpsy.train.rollout import Sample
+from botpsy.train.rollout import Sample, check_endpoint
 
 STAGE = {1: "rl1", 2: "rl2"}
 
@@ -578,21 +574,6 @@ def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | Non
 
 
 # ---- dry run -------------------------------------------------------------------------------------
-
-
-def check_endpoint(url: str, timeout_s: float = 5.0) -> dict[str, Any]:
-    """An OpenAI-compatible base URL (``http(s)://host[:port]/v1``): well formed, and what ``GET /models`` says."""
-    parts = urllib.parse.urlparse(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"--rollout-endpoint {url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
-    base = url.rstrip("/")
-    try:
-        with urllib.request.urlopen(base + "/models", timeout=timeout_s) as response:
-            body = json.loads(response.read().decode("utf-8"))
-        models = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
-        return {"url": base, "reachable": True, "models": models, "completions": base + "/completions"}
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return {"url": base, "reachable": False, "error": str(getattr(exc, "reason", exc))}
 
 
 def dry_run(config: RLConfig) -> int:

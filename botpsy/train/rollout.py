@@ -31,7 +31,12 @@ On GPUs the rollouts of the real 0.8B model come from a vLLM server instead (see
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -258,3 +263,21 @@ def first_turn_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: 
     exact = round(scores["exact_call_rate"] * scores["call_examples"])
     return {**scores, "no_call_examples": len(silent), "no_call_rate": right / max(1, len(silent)),
             "first_turn_rate": (exact + right) / max(1, len(calling) + len(silent))}
+
+
+# --------------------------------------------------------------------------- endpoints
+
+
+def check_endpoint(url: str, timeout_s: float = 5.0) -> dict[str, Any]:
+    """An OpenAI-compatible base URL (``http(s)://host[:port]/v1``): well formed, and what ``GET /models`` says."""
+    parts = urllib.parse.urlparse(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"--rollout-endpoint {url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
+    base = url.rstrip("/")
+    try:
+        with urllib.request.urlopen(base + "/models", timeout=timeout_s) as response:
+            body = json.loads(response.read().decode("utf-8"))
+        models = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+        return {"url": base, "reachable": True, "models": models, "completions": base + "/completions"}
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return {"url": base, "reachable": False, "error": str(getattr(exc, "reason", exc))}

@@ -6,6 +6,12 @@ counts are the union over all cards; a figure a card does not have is "-". Write
 ``compare.json`` (``{"schema_version", "columns": [...], "rows": [{"metric", "values"}]}``) and
 ``compare.md``.
 
+With cards of the same model files (repeated runs, or one file on two devices), ``agreement``
+checks each repeated measurement against the noise the cards report: a figure agrees when
+the runs' ``[min, max]`` ranges overlap (there is a value every run could have measured).
+Derived single numbers (the roofline fraction, a bandwidth's best) are not checked; the
+Stats they come from are.
+
 Example::
 
     table = compare_cards([("phone", load_card("a.json")), ("laptop", load_card("b.json"))])
@@ -25,8 +31,13 @@ def _find(rows: list[dict[str, Any]], key: str, value: int) -> dict[str, Any] | 
     return next((r for r in rows if r.get(key) == value and "skipped" not in r), None)
 
 
+def _stats(record: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    return record[name] if record and name in record else None
+
+
 def _median(record: dict[str, Any] | None, name: str) -> float | None:
-    return record[name]["median"] if record and name in record else None
+    stats = _stats(record, name)
+    return stats["median"] if stats else None
 
 
 def metrics(cards: list[dict[str, Any]]) -> list[tuple[str, Getter]]:
@@ -62,6 +73,56 @@ def metrics(cards: list[dict[str, Any]]) -> list[tuple[str, Getter]]:
     return rows
 
 
+def stat_figures(cards: list[dict[str, Any]]) -> list[tuple[str, Getter]]:
+    """(figure name, getter(card, model) -> Stats or None) for every repeated measurement."""
+    models = [m for card in cards for m in card["models"]]
+    tools = sorted({t["tools"] for m in models for t in m["ttft"]})
+    contexts = sorted({t["context_tokens"] for m in models for t in m["throughput"]})
+    figures: list[tuple[str, Getter]] = [("load ms", lambda c, m: m["load_ms"])]
+    for count in tools:
+        for name in ("cold_ms", "warm_ms"):
+            figures.append((f"TTFT {name[:-3]} ms, {count} tools",
+                            lambda c, m, n=count, k=name: _stats(_find(m["ttft"], "tools", n), k)))
+    for length in contexts:
+        for name in ("prefill_tokens_per_s", "decode_tokens_per_s"):
+            figures.append((f"{name.split('_')[0]} tok/s @ {length}",
+                            lambda c, m, n=length, k=name: _stats(_find(m["throughput"], "context_tokens", n), k)))
+    figures += [("agent turn ms", lambda c, m: _stats(m["agent_turn"], "ms")),
+                ("whole task ms", lambda c, m: _stats(m["task"], "ms"))]
+    return figures
+
+
+def ranges_overlap(stats: list[dict[str, Any]]) -> bool:
+    """True when one value lies inside every ``[min, max]``.
+
+    >>> ranges_overlap([{"min": 1, "max": 3}, {"min": 2.5, "max": 4}])
+    True
+    >>> ranges_overlap([{"min": 1, "max": 2}, {"min": 2.5, "max": 4}])
+    False
+    """
+    return max(s["min"] for s in stats) <= min(s["max"] for s in stats)
+
+
+def agreement(sources: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Repeated measurements of the same model (same file name and format) across the cards."""
+    cards = [card for _, card in sources]
+    keys = [{(m["name"], m["format"]): m for m in card["models"]} for card in cards]
+    shared = [k for k in keys[0] if all(k in other for other in keys[1:])]
+    figures = []
+    for name, fmt in shared:
+        same_file = len({other[(name, fmt)]["file_bytes"] for other in keys}) == 1
+        for metric, get in stat_figures(cards):
+            stats = [get(card, other[(name, fmt)]) for card, other in zip(cards, keys)]
+            if any(s is None for s in stats):
+                continue
+            figures.append({"model": name, "format": fmt, "metric": metric, "same_file_size": same_file,
+                            "ranges": [[s["min"], s["max"]] for s in stats], "medians": [s["median"] for s in stats],
+                            "agrees": ranges_overlap(stats)})
+    agreeing = sum(f["agrees"] for f in figures)
+    return {"rule": "a figure agrees when the runs' [min, max] ranges overlap", "models": [list(k) for k in shared],
+            "compared": len(figures), "agreeing": agreeing, "figures": figures}
+
+
 def compare_cards(sources: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """The comparison table of validated cards, each given with a name for where it came from."""
     cards = [card for _, card in sources]
@@ -69,10 +130,29 @@ def compare_cards(sources: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                for name, card in sources for model in card["models"]]
     pairs = [(card, model) for card in cards for model in card["models"]]
     rows = [{"metric": metric, "values": [get(card, model) for card, model in pairs]} for metric, get in metrics(cards)]
-    return {"schema_version": SCHEMA_VERSION, "columns": columns, "rows": rows}
+    return {"schema_version": SCHEMA_VERSION, "columns": columns, "rows": rows, "agreement": agreement(sources)}
 
 
 def compare_markdown(table: dict[str, Any]) -> str:
     header = ["metric"] + [f"{c['model']} ({c['card']})" for c in table["columns"]]
     cells = [[row["metric"]] + ["-" if v is None else str(v) for v in row["values"]] for row in table["rows"]]
-    return "\n".join(["# Device cards compared", "", *md_table(header, cells), ""])
+    return "\n".join(["# Device cards compared", "", *md_table(header, cells), "", *agreement_lines(table.get("agreement")), ""])
+
+
+def agreement_lines(result: dict[str, Any] | None) -> list[str]:
+    if not result or not result["models"]:
+        return ["No model file appears in every card, so no repeated measurement is checked for agreement."]
+    lines = ["## Agreement of repeated measurements", "",
+             f"{result['agreeing']} of {result['compared']} figures agree ({result['rule']}), over "
+             + ", ".join(f"{name} ({fmt})" for name, fmt in result["models"]) + "."]
+    differing = [f for f in result["figures"] if not f["same_file_size"]]
+    if differing:
+        lines.append("Files of the same name differ in size between the cards: "
+                     + ", ".join(sorted({f["model"] for f in differing})) + " (not the same model).")
+    misses = [f for f in result["figures"] if not f["agrees"]]
+    if misses:
+        lines += ["", "Figures whose ranges do not overlap:", ""]
+        lines += md_table(["model", "figure", "ranges [min, max]"],
+                          [[f"{f['model']} ({f['format']})", f["metric"], "; ".join(f"{a:g}-{b:g}" for a, b in f["ranges"])]
+                           for f in misses])
+    return lines

@@ -114,3 +114,38 @@ def test_markdown_renders_a_card_with_energy_and_a_task():
     validate_card(card)
     text = card_markdown(card)
     assert "decode 0.0200" in text and "multi_step" in text
+
+
+def test_agreement_checks_repeated_figures_of_the_same_model_by_range_overlap():
+    first = make_card("CPU A", [model_entry("m-q8_0", "Q8_0", [10], [256]), model_entry("m-f32", "F32", [10], [256])])
+    second = make_card("CPU A", [model_entry("m-q8_0", "Q8_0", [10], [256])])
+    # The second run decodes a third slower: 900 +- 10% and 600 +- 10% do not overlap; prefill
+    # 3000 +- 10% against 3250 +- 10% does.
+    second["models"][0]["throughput"][0]["decode_tokens_per_s"] = stats(600.0)
+    second["models"][0]["throughput"][0]["prefill_tokens_per_s"] = stats(3250.0)
+    result = compare_cards([("a.json", first), ("b.json", second)])["agreement"]
+    assert result["models"] == [["m-q8_0", "Q8_0"]]  # m-f32 is only in one card
+    by_metric = {f["metric"]: f for f in result["figures"]}
+    assert set(by_metric) == {"load ms", "TTFT cold ms, 10 tools", "TTFT warm ms, 10 tools", "prefill tok/s @ 256",
+                              "decode tok/s @ 256", "agent turn ms"}  # the task was skipped in both
+    assert not by_metric["decode tok/s @ 256"]["agrees"] and by_metric["prefill tok/s @ 256"]["agrees"]
+    assert (result["compared"], result["agreeing"]) == (6, 5)
+    markdown = compare_markdown(compare_cards([("a.json", first), ("b.json", second)]))
+    assert "5 of 6 figures agree" in markdown and "| m-q8_0 (Q8_0) | decode tok/s @ 256 | 810-990; 540-660 |" in markdown
+
+
+def test_agreement_says_when_no_model_is_in_every_card():
+    first = make_card(models=[model_entry("a", "Q8_0", [10], [256])])
+    second = make_card(models=[model_entry("b", "Q8_0", [10], [256])])
+    table = compare_cards([("a.json", first), ("b.json", second)])
+    assert table["agreement"]["compared"] == 0
+    assert "No model file appears in every card" in compare_markdown(table)
+
+
+def test_doctests():
+    import doctest
+
+    from botpsy.bench import card, compare
+
+    for module in (card, compare):
+        assert doctest.testmod(module).failed == 0

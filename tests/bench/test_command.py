@@ -106,6 +106,8 @@ def test_compare_two_runs_through_the_cli(quick_card, bench_ggufs, tmp_path, mon
     assert all(isinstance(v, float) for v in rows["decode tok/s @ 256"])
     assert rows["decode J/token"][:2] == [NOT_AVAILABLE] * 2 and isinstance(rows["decode J/token"][2], float)
     assert "Device cards compared" in (compare_dir / "compare.md").read_text()
+    assert table["agreement"]["models"] == [["model-q8_0", "Q8_0"]]  # the file benched in both runs
+    assert table["agreement"]["compared"] >= 4
 
 
 def test_bad_input_is_refused_with_a_clear_message(tmp_path, capsys):

@@ -227,6 +227,13 @@ def last_values(panels: plots.Series) -> list[str]:
 SINGLE_CALL = [("parse", "parse_rate"), ("schema-valid", "schema_valid_rate"), ("exact", "exact_call_rate")]
 
 
+def _choice(test: dict) -> str:
+    """Right offered tool picked by likelihood, with chance beside it (``dev_eval.tool_choice``)."""
+    if test.get("tool_choice_rate") is None:
+        return "-"
+    return f"{pct(test['tool_choice_rate'])} ({pct(test.get('chance_rate'))})"
+
+
 def final_metrics(run: RunFolder, stages: list[str]) -> list[str]:
     """Each stage's final dev figures and test single-call accuracy, from its meta.json."""
     rows, sources, notes = [], [], []
@@ -239,11 +246,12 @@ def final_metrics(run: RunFolder, stages: list[str]) -> list[str]:
             dev, test = meta.get("dev") or {}, meta.get("test_single_call") or {}
             rows.append([stage, fmt(dev.get("loss")), fmt(dev.get("call_examples"))]
                         + [pct(dev.get(key)) for _, key in SINGLE_CALL]
-                        + [fmt(test.get("call_examples"))] + [pct(test.get(key)) for _, key in SINGLE_CALL])
+                        + [fmt(test.get("call_examples"))] + [pct(test.get(key)) for _, key in SINGLE_CALL]
+                        + [_choice(test)])
     if not rows:
         return notes
     header = (["stage", "dev loss", "dev calls"] + [f"dev {name}" for name, _ in SINGLE_CALL]
-              + ["test single calls"] + [f"test {name}" for name, _ in SINGLE_CALL])
+              + ["test single calls"] + [f"test {name}" for name, _ in SINGLE_CALL] + ["test tool choice (chance)"])
     return (["### Final dev metrics and test single-call accuracy", "", run.source(*sources), ""]
             + md_table(header, rows) + ([""] + notes if notes else []))
 

@@ -7,6 +7,11 @@ that turn and generates greedily; the output is parsed and compared with the gol
 * ``schema_valid_rate``: every parsed call names an offered tool and its arguments validate
   against that tool's JSON schema;
 * ``exact_call_rate``: the parsed calls equal the gold calls (names and arguments, in any order).
+
+``tool_choice`` asks a narrower question, to tell a model that cannot write a call from one that
+cannot pick the tool: with thinking off and the turn forced up to ``<function=``, which offered
+tool's name (with its closing ``>``) is most likely? ``tool_choice_rate`` is how often that is a
+gold tool, next to ``chance_rate``, the mean of 1 / (tools offered).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from jsonschema import Draft202012Validator
 
 from botpsy.chat.template import render
 from botpsy.train.common import causal_lm_loss, collate
-from botpsy.train.encode import Encoded, without_reasoning
+from botpsy.train.encode import IGNORE, Encoded, without_reasoning
 
 
 def call_key(name: str, arguments: dict) -> tuple[str, str]:
@@ -86,6 +91,40 @@ def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 
         "schema_valid_rate": counts["schema_valid"] / n,
         "exact_call_rate": counts["exact"] / n,
     }
+
+
+@torch.no_grad()
+def tool_choice(model, tokenizer, examples: list[dict]) -> dict:
+    """Rank the offered tools by likelihood at the call's name (see module docstring)."""
+    from botpsy.chat.template import TOOL_CALL_OPEN
+
+    model.eval()
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    right, chance, n = 0, 0.0, 0
+    for example in examples:
+        turn = first_call_turn(example)
+        tools = example.get("tools") or []
+        if turn is None or not tools:
+            continue
+        context, gold = turn
+        prompt = render([without_reasoning(m) for m in context], tools, add_generation_prompt=True, enable_thinking=False)
+        prompt += f"{TOOL_CALL_OPEN}\n<function="
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        names = [t["function"]["name"] for t in tools]
+        rows = [tokenizer(prompt + name + ">", add_special_tokens=False)["input_ids"] for name in names]
+        # Score from the first token where a candidate can differ from the prompt (BPE may merge "=" and the name).
+        start = next((i for i in range(len(prompt_ids)) if any(r[i] != prompt_ids[i] for r in rows)), len(prompt_ids))
+        ids, labels = collate([Encoded(input_ids=r, labels=[IGNORE] * start + r[start:]) for r in rows], pad_id)
+        logits = model(input_ids=ids).logits[:, :-1].float()
+        targets = labels[:, 1:]
+        keep = targets != IGNORE
+        token_lp = torch.log_softmax(logits, -1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        scores = (token_lp * keep).sum(-1)
+        best = names[int(scores.argmax())]
+        right += int(best in {c["function"]["name"] for c in gold})
+        chance += 1 / len(names)
+        n += 1
+    return {"choice_examples": n, "tool_choice_rate": right / max(1, n), "chance_rate": chance / max(1, n)}
 
 
 @torch.no_grad()

@@ -24,7 +24,7 @@ clipped form is kept so more passes are correct.
 
 Both rounds subtract the loop and length penalties unless ``--no-penalties`` (the ablation).
 Every step appends to ``OUT/curves.jsonl``; the full training state is checkpointed so a
-killed run resumes to the same weights; the final policy is saved as stage ``rl1`` / ``rl2``.
+killed run resumes to the same weights; the final policy is saved as stage ``rl1`` / ``rl2`` (``rl1-nopenalty`` for the ablation).
 
 On one CPU::
 
@@ -126,10 +126,15 @@ class RLConfig:
         self.reference = self.reference or self.policy
         self.data = self.data or str(run / "data")
         self.tasks = self.tasks or str(run / "tasks")
-        self.out = self.out or str(run / STAGE[self.round])
+        self.out = self.out or str(run / self.stage_name)
         self.kinds = list(self.kinds or (ROUND1_KINDS if self.round == 1 else ROUND2_KINDS))
         if self.group_size < 2:
             raise ValueError("group_size must be at least 2 (advantages compare rollouts of the same task)")
+
+    @property
+    def stage_name(self) -> str:
+        """``rl1`` / ``rl2``, or ``rl1-nopenalty`` for the ablation without loop and length penalties."""
+        return STAGE[self.round] + ("" if self.penalties else "-nopenalty")
 
     def rewards(self) -> RewardConfig:
         return RewardConfig(penalties=self.penalties, reasoning_budget=self.reasoning_budget)
@@ -535,11 +540,11 @@ def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | Non
     progress = common.Progress()
     accelerator.register_for_checkpointing(progress)
     out.mkdir(parents=True, exist_ok=True)
-    save_config(config, out / f"config.json.{STAGE[config.round]}")
+    save_config(config, out / f"config.json.{config.stage_name}")
     if config.resume and common.load_training_state(accelerator, out):
-        print(f"[{STAGE[config.round]}] resuming at step {progress.step}")
+        print(f"[{config.stage_name}] resuming at step {progress.step}")
     curves = common.CurveWriter(out / "curves.jsonl", progress.step)
-    bar = tqdm(total=config.steps, initial=progress.step, desc=STAGE[config.round], unit="step",
+    bar = tqdm(total=config.steps, initial=progress.step, desc=config.stage_name, unit="step",
                disable=not accelerator.is_main_process)
     while progress.step < config.steps:
         started = time.perf_counter()
@@ -569,7 +574,7 @@ def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | Non
     meta = {"init": config.policy, "init_stage": ckpt.meta.get("stage"), "reference": config.reference,
             "round": config.round, "config": vars(config), "train_items": len(items), **result}
     if accelerator.is_main_process:
-        save_checkpoint(accelerator.unwrap_model(policy), ckpt.tokenizer, out, stage=STAGE[config.round], meta=meta)
+        save_checkpoint(accelerator.unwrap_model(policy), ckpt.tokenizer, out, stage=config.stage_name, meta=meta)
     return result
 
 
@@ -580,7 +585,7 @@ def dry_run(config: RLConfig) -> int:
     from botpsy.model.checkpoint import read_model_type
 
     plan: dict[str, Any] = {
-        "round": config.round, "stage": STAGE[config.round], "policy": config.policy,
+        "round": config.round, "stage": config.stage_name, "policy": config.policy,
         "policy_model_type": read_model_type(config.policy), "reference": config.reference,
         "reference_model_type": read_model_type(config.reference), "out": config.out, "kinds": config.kinds,
         "train_items": len(load_items(config, "train")), "steps": config.steps,
@@ -616,6 +621,6 @@ def main(config: RLConfig) -> int:
     result = train(config)
     if result is None:
         return 0
-    emit(result, config.json, lambda r: f"{STAGE[config.round]}: {r['steps']} steps, dev reward "
+    emit(result, config.json, lambda r: f"{config.stage_name}: {r['steps']} steps, dev reward "
          f"{r['dev'].get('reward', 0):.3f}, dev success {r['dev'].get('success_rate', 0):.0%} -> {config.out}")
     return 0

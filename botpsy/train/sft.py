@@ -44,6 +44,7 @@ class SFTConfig:
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
     grad_clip: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
     max_length: int = field(default=2048, metadata={"help": "Longer sequences are skipped (and counted)."})
+    loss_on: str = field(default="assistant", metadata={"help": "Tokens that carry loss: the assistant's own (SFT) or all tokens (plain language modelling, e.g. to pretrain a from-scratch base on in-domain text).", "choices": ["assistant", "all", "context"]})
     eval_every: int = field(default=100, metadata={"help": "Steps between dev-loss evaluations (0: only at the end, where exact-call accuracy is also scored)."})
     dev_loss_sequences: int = field(default=64, metadata={"help": "Dev sequences whose loss is measured (0: all); the rest of dev.jsonl still feeds the call check."})
     eval_examples: int = field(default=24, metadata={"help": "Dev examples whose first call is generated and scored."})
@@ -72,13 +73,18 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def encode_all(examples: list[dict], tokenizer, max_length: int):
-    from botpsy.train.encode import encode_example
+def encode_all(examples: list[dict], tokenizer, max_length: int, loss_on: str = "assistant"):
+    from botpsy.train.encode import IGNORE, Encoded, encode_example
 
     items, skipped = [], 0
     for example in examples:
         encoded = encode_example(example, tokenizer, max_length)
         skipped += int(not encoded)
+        if loss_on == "all":
+            encoded = [Encoded(input_ids=e.input_ids, labels=list(e.input_ids)) for e in encoded]
+        elif loss_on == "context":
+            encoded = [Encoded(input_ids=e.input_ids, labels=[IGNORE if y != IGNORE else x for x, y in zip(e.input_ids, e.labels)])
+                       for e in encoded]
         items.extend(e for e in encoded if e.n_loss_tokens)
     return items, skipped
 
@@ -97,7 +103,7 @@ def main(config: SFTConfig) -> int:
     model, tokenizer = ckpt.model, ckpt.tokenizer
     train_rows = read_jsonl(Path(config.data) / "train.jsonl")
     dev_rows = read_jsonl(Path(config.data) / "dev.jsonl")
-    train, skipped = encode_all(train_rows, tokenizer, config.max_length)
+    train, skipped = encode_all(train_rows, tokenizer, config.max_length, config.loss_on)
     dev, _ = encode_all(dev_rows, tokenizer, config.max_length)
     if config.dev_loss_sequences:
         dev = dev[: config.dev_loss_sequences]
@@ -127,7 +133,8 @@ def main(config: SFTConfig) -> int:
     test_file = Path(config.data) / "test.jsonl"
     if config.test_examples and test_file.is_file():
         singles = [r for r in read_jsonl(test_file) if r.get("kind") == "single"][: config.test_examples]
-        result["test_single_call"] = dev_eval.call_accuracy(model, tokenizer, singles, config.eval_max_new_tokens)
+        result["test_single_call"] = {**dev_eval.call_accuracy(model, tokenizer, singles, config.eval_max_new_tokens),
+                                      **dev_eval.tool_choice(model, tokenizer, singles)}
     meta = {"init": config.init, "init_stage": ckpt.meta.get("stage"), "data": config.data,
             "data_meta": _read_meta(Path(config.data)), "config": vars(config), **plan, **result}
     if accelerator.is_main_process:
@@ -135,7 +142,9 @@ def main(config: SFTConfig) -> int:
     emit(result, config.json, lambda r: f"{config.stage}: {r['steps']} steps, final dev loss {r['dev']['loss']:.3f}, "
          f"dev exact calls {r['dev'].get('exact_call_rate', 0):.0%}"
          + (f", test single-call: schema-valid {r['test_single_call']['schema_valid_rate']:.0%}, exact "
-            f"{r['test_single_call']['exact_call_rate']:.0%}" if "test_single_call" in r else "") + f" -> {out}")
+            f"{r['test_single_call']['exact_call_rate']:.0%}, picks the right offered tool "
+            f"{r['test_single_call']['tool_choice_rate']:.0%} (chance {r['test_single_call']['chance_rate']:.0%})"
+            if "test_single_call" in r else "") + f" -> {out}")
     return 0
 
 

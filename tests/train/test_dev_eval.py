@@ -7,7 +7,7 @@ import torch
 from botpsy.chat.parse import parse_output
 from botpsy.chat.template import render
 from botpsy.model.checkpoint import load_checkpoint
-from botpsy.train.dev_eval import call_accuracy, calls_match, first_call_turn, schema_valid
+from botpsy.train.dev_eval import call_accuracy, calls_match, first_call_turn, schema_valid, tool_choice
 from tests.conftest import SAMPLE_TEXTS, train_briefly
 from tests.train.test_sft import make_examples
 
@@ -49,3 +49,28 @@ def test_examples_without_a_first_call_are_skipped(tiny_checkpoint):
     no_call = dict(example, messages=example["messages"][:2] + [{"role": "assistant", "content": "Sure."}])
     result = call_accuracy(ckpt.model, ckpt.tokenizer, [no_call], max_new_tokens=4)
     assert result["call_examples"] == 0 and result["exact_call_rate"] == 0
+
+
+class Favour(torch.nn.Module):
+    """The tiny model, with a large bonus on the tokens of one tool's name (and its closing ``>``)."""
+
+    def __init__(self, model, tokenizer, name: str):
+        super().__init__()
+        self.model = model
+        self.favoured = tokenizer(f"<function={name}>", add_special_tokens=False)["input_ids"]
+
+    def forward(self, input_ids):
+        out = self.model(input_ids=input_ids)
+        out.logits[..., self.favoured] += 50.0
+        return out
+
+
+def test_tool_choice_picks_the_offered_tool_the_model_prefers(tiny_checkpoint):
+    ckpt = load_checkpoint(tiny_checkpoint)
+    examples = make_examples(4)  # gold get_weather; get_weather and set_alarm offered
+    gold = tool_choice(Favour(ckpt.model, ckpt.tokenizer, "get_weather"), ckpt.tokenizer, examples)
+    wrong = tool_choice(Favour(ckpt.model, ckpt.tokenizer, "set_alarm"), ckpt.tokenizer, examples)
+    assert gold == {"choice_examples": 4, "tool_choice_rate": 1.0, "chance_rate": 0.5}
+    assert wrong["tool_choice_rate"] == 0.0
+    plain = tool_choice(ckpt.model, ckpt.tokenizer, examples + [dict(examples[0], tools=[])])  # no tools: skipped
+    assert plain["choice_examples"] == 4 and 0.0 <= plain["tool_choice_rate"] <= 1.0

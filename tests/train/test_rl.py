@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
@@ -302,3 +303,10 @@ def test_round2_format_errors_are_fed_back_outside_the_transcript_then_end_the_e
     assert "<function=list_alarms>" in prompt and "tool_call" in episode.feedback[1]["content"]
     rl.advance(episode, Sample([1], ids, broken, True), tiny_tokenizer, max_retries=1)
     assert episode.done and len(episode.messages) == start + 1 and len(episode.samples) == 2
+
+
+def test_the_ablation_is_its_own_stage(tmp_path):
+    with_penalties = RLConfig(round=1, run=str(tmp_path))
+    ablation = RLConfig(round=1, run=str(tmp_path), penalties=False)
+    assert (with_penalties.stage_name, ablation.stage_name) == ("rl1", "rl1-nopenalty")
+    assert Path(ablation.out) == tmp_path / "rl1-nopenalty" and Path(with_penalties.out) == tmp_path / "rl1"

@@ -113,3 +113,19 @@ def test_accelerate_launch_runs_the_stage_on_cpu(tiny_checkpoint, data_dir, tmp_
     assert done.returncode == 0, done.stderr[-2000:]
     plan = json.loads(done.stdout[done.stdout.index("{"):])
     assert plan["distributed_type"] == "DistributedType.NO" and plan["train_sequences"] == 24
+
+
+def test_loss_on_all_or_context_tokens(tiny_tokenizer):
+    from botpsy.train.encode import IGNORE
+    from botpsy.train.sft import encode_all
+
+    tokenizer = tiny_tokenizer
+    examples = make_examples(2)
+    assistant, _ = encode_all(examples, tokenizer, 2048)
+    every, _ = encode_all(examples, tokenizer, 2048, loss_on="all")
+    context, _ = encode_all(examples, tokenizer, 2048, loss_on="context")
+    for a, e, c in zip(assistant, every, context):
+        assert a.input_ids == e.input_ids == c.input_ids and e.labels == e.input_ids
+        # context labels are exactly the tokens the assistant labels leave out
+        assert all((x == IGNORE) != (y == IGNORE) for x, y in zip(a.labels, c.labels))
+        assert 0 < a.n_loss_tokens < c.n_loss_tokens

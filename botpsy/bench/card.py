@@ -33,7 +33,10 @@
     ]
     plots            the PNG file names written beside card.json
 
-``Stats`` is ``{min, median, max, n}`` over the repetitions (warm-up runs are not counted).
+``Stats`` is ``{min, median, max, n, values}`` over the repetitions (warm-up runs are not counted;
+``values`` may be absent in cards from older versions). With ``--rounds R`` the whole sweep over
+every model runs R times, one after the other, and each Stats pools the values of all rounds, so
+its range also covers the machine's drift over the run, not only back-to-back repetitions.
 Cards from different machines or runs share this schema, so ``compare.py`` can put them side
 by side; ``validate_card`` checks one against ``CARD_SCHEMA`` (``jsonschema``).
 
@@ -134,13 +137,48 @@ class CardError(ValueError):
 def summarize(values: Sequence[float], digits: int = 3) -> dict[str, Any]:
     """``{min, median, max, n}`` of repeated measurements.
 
+    The recorded values are kept (rounded) so that rounds of a bench can be pooled.
+
     >>> summarize([3.0, 1.0, 2.0])
-    {'min': 1.0, 'median': 2.0, 'max': 3.0, 'n': 3}
+    {'min': 1.0, 'median': 2.0, 'max': 3.0, 'n': 3, 'values': [3.0, 1.0, 2.0]}
     """
     if not values:
         raise ValueError("no measurements to summarize")
     return {"min": round(min(values), digits), "median": round(statistics.median(values), digits),
-            "max": round(max(values), digits), "n": len(values)}
+            "max": round(max(values), digits), "n": len(values), "values": [round(v, digits) for v in values]}
+
+
+def is_stats(value: Any) -> bool:
+    return isinstance(value, dict) and {"min", "median", "max", "n"} <= value.keys()
+
+
+def pool(records: list[Any]) -> Any:
+    """One record from the same record measured in several rounds: Stats pooled over every value.
+
+    Dicts and lists are pooled item by item; a Stats (with its ``values``) becomes the Stats of
+    all rounds' values; peak memory is the largest; counts of cache hits add up; anything else
+    is taken from the first round.
+
+    >>> pool([{"ms": summarize([1.0, 2.0]), "tokens": 7}, {"ms": summarize([4.0]), "tokens": 7}])["ms"]
+    {'min': 1.0, 'median': 2.0, 'max': 4.0, 'n': 3, 'values': [1.0, 2.0, 4.0]}
+    """
+    first = records[0]
+    if is_stats(first) and all(is_stats(r) and "values" in r for r in records):
+        return summarize([v for r in records for v in r["values"]], 12)  # the values are rounded already
+    if isinstance(first, dict) and all(isinstance(r, dict) for r in records):
+        pooled = {}
+        for key, value in first.items():
+            others = [r.get(key) for r in records]
+            if key == "peak_rss_generating_bytes":
+                pooled[key] = max(v for v in others if v is not None)
+            elif key == "warm_cache_hits":
+                pooled[key] = sum(v or 0 for v in others)
+            else:
+                pooled[key] = pool(others) if all(v is not None for v in others) else value
+        return pooled
+    if isinstance(first, list) and all(isinstance(r, list) and len(r) == len(first) for r in records):
+        return [pool(list(items)) for items in zip(*records)]
+    return first
 
 
 def validate_card(card: Any, source: str = "card") -> dict[str, Any]:

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from botpsy.bench.card import NOT_AVAILABLE, SCHEMA_VERSION, load_card, write_card
+from botpsy.bench.card import NOT_AVAILABLE, SCHEMA_VERSION, load_card, pool, write_card
 from botpsy.bench.compare import compare_cards, compare_markdown
 from botpsy.bench.machine import RaplMeter, describe_machine
-from botpsy.bench.measure import Settings, bench_model
+from botpsy.bench.measure import Settings, bench_model, finish_entry
 from botpsy.bench.plots import write_plots
 from botpsy.bench.roofline import measure_bandwidth
 from botpsy.config import config_to_dict
@@ -42,6 +42,7 @@ class BenchConfig:
     compare: bool = field(default=False, metadata={"help": "Compare the card.json files given instead of measuring."})
     threads: int = field(default=0, metadata={"help": "CPU threads for llama.cpp and the bandwidth test (0 = physical cores)."})
     reps: int = field(default=3, metadata={"help": "Recorded repetitions of each measurement (after the warm-up)."})
+    rounds: int = field(default=1, metadata={"help": "Run the whole sweep over every model this many times and pool each figure's values (ranges then cover drift over the run, not only back-to-back repetitions)."})
     warmup: int = field(default=1, metadata={"help": "Unrecorded warm-up runs before each measurement."})
     n_ctx: int = field(default=8192, metadata={"help": "Context size to load models with (capped by each model's own)."})
     contexts: list[int] = field(default_factory=lambda: [256, 1024, 4096], metadata={
@@ -62,6 +63,8 @@ def resolve(config: BenchConfig) -> tuple[Settings, int]:
     """The measurement settings and bandwidth buffer size, with ``--quick`` applied."""
     from botpsy.runtime.llama_backend import default_threads
 
+    if config.rounds < 1:
+        raise ValueError("--rounds must be at least 1")
     if config.reps < 1 or config.warmup < 0 or config.decode_tokens < 1 or config.turn_tokens < 1:
         raise ValueError("--reps, --decode-tokens and --turn-tokens must be at least 1, --warmup at least 0")
     threads = config.threads or default_threads()
@@ -88,8 +91,13 @@ def run_bench(config: BenchConfig, log=print) -> dict[str, Any]:
     machine["bandwidth"] = measure_bandwidth(settings.threads, bandwidth_mb << 20, rounds=3 if config.quick else 7)
     meter = RaplMeter.open()
     machine["energy_source"] = meter.names() if meter else NOT_AVAILABLE
-    models = [bench_model(path, settings, machine["bandwidth"]["best_gb_per_s"], machine["last_level_cache_bytes"],
-                          meter, log) for path in paths]
+    bandwidth, cache = machine["bandwidth"]["best_gb_per_s"], machine["last_level_cache_bytes"]
+    rounds = []
+    for number in range(1, config.rounds + 1):
+        if config.rounds > 1:
+            log(f"round {number} of {config.rounds}")
+        rounds.append([bench_model(path, settings, bandwidth, cache, meter, log) for path in paths])
+    models = [finish_entry(pool(list(entries)), path, bandwidth, cache) for path, entries in zip(paths, zip(*rounds))]
     card = {"schema_version": SCHEMA_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "settings": {**config_to_dict(config), "resolved": config_to_dict(settings)}, "machine": machine,
             "models": models}

@@ -158,8 +158,7 @@ def measure_ttft(backend: LlamaBackend, tool_count: int, settings: Settings) -> 
     warm_ms = repeat(warm, settings.reps, settings.warmup)
     backend.reset(clear_prefix_cache=True)
     record = {"tools": tool_count, "prompt_tokens": prompt_tokens, "prefix_tokens": len(backend.tokenize(prefix)),
-              "cold_ms": summarize(cold_ms), "warm_ms": summarize(warm_ms),
-              "warm_over_cold": round(summarize(warm_ms)["median"] / max(1e-9, summarize(cold_ms)["median"]), 4),
+              "cold_ms": summarize(cold_ms), "warm_ms": summarize(warm_ms), "warm_over_cold": 0.0,  # see finish_entry
               "warm_cache_hits": sum(hits[settings.warmup:])}
     return record
 
@@ -298,12 +297,22 @@ def bench_model(path: Path, settings: Settings, bandwidth_gb_per_s: float, last_
             task = measure_task(backend, settings, botpsy_format)
     finally:
         backend.close()
-    measured = [t for t in throughput if "skipped" not in t]
-    decode = measured[0]["decode_tokens_per_s"]["median"] if measured else 0.0
-    context = measured[0]["context_tokens"] if measured else 0
     memory = {"estimate": loaded["estimate"], "rss_before_load_bytes": loaded["rss_before_load_bytes"],
               "rss_loaded_bytes": loaded["rss_loaded_bytes"], "peak_rss_generating_bytes": peak.bytes}
-    return {**info, "speaks_botpsy_format": botpsy_format, "n_ctx": n_ctx, "load_ms": loaded["load_ms"],
-            "memory": memory, "ttft": ttft, "throughput": throughput, "agent_turn": turn, "task": task,
-            "energy": energy_record(energy, meter),
-            "roofline": roofline(bytes_per_token(path), bandwidth_gb_per_s, decode, context, last_level_cache)}
+    entry = {**info, "speaks_botpsy_format": botpsy_format, "n_ctx": n_ctx, "load_ms": loaded["load_ms"],
+             "memory": memory, "ttft": ttft, "throughput": throughput, "agent_turn": turn, "task": task,
+             "energy": energy_record(energy, meter)}
+    return finish_entry(entry, path, bandwidth_gb_per_s, last_level_cache)
+
+
+def finish_entry(entry: dict[str, Any], path: Path, bandwidth_gb_per_s: float,
+                 last_level_cache: int | None) -> dict[str, Any]:
+    """The figures derived from medians (warm/cold ratios, the roofline), (re)computed for ``entry``."""
+    for record in entry["ttft"]:
+        if "skipped" not in record:
+            record["warm_over_cold"] = round(record["warm_ms"]["median"] / max(1e-9, record["cold_ms"]["median"]), 4)
+    measured = [t for t in entry["throughput"] if "skipped" not in t]
+    decode = measured[0]["decode_tokens_per_s"]["median"] if measured else 0.0
+    context = measured[0]["context_tokens"] if measured else 0
+    entry["roofline"] = roofline(bytes_per_token(path), bandwidth_gb_per_s, decode, context, last_level_cache)
+    return entry

@@ -47,7 +47,7 @@ def make_card(cpu: str = "Test CPU", models: list[dict] | None = None) -> dict:
 
 
 def test_summarize_reports_min_median_max():
-    assert summarize([5.0, 1.0, 3.0, 9.0]) == {"min": 1.0, "median": 4.0, "max": 9.0, "n": 4}
+    assert summarize([5.0, 1.0, 3.0, 9.0]) == {"min": 1.0, "median": 4.0, "max": 9.0, "n": 4, "values": [5.0, 1.0, 3.0, 9.0]}
     with pytest.raises(ValueError):
         summarize([])
 
@@ -149,3 +149,19 @@ def test_doctests():
 
     for module in (card, compare):
         assert doctest.testmod(module).failed == 0
+
+
+def test_rounds_pool_every_value_and_keep_the_largest_peak_memory():
+    from botpsy.bench.card import pool
+
+    first, second = model_entry("m", "Q8_0", [10], [256]), model_entry("m", "Q8_0", [10], [256])
+    second["throughput"][0]["decode_tokens_per_s"] = summarize([600.0, 700.0])
+    second["memory"]["peak_rss_generating_bytes"] = 95 << 20
+    second["ttft"][0]["warm_cache_hits"], first["ttft"][0]["warm_cache_hits"] = 2, 3
+    pooled = pool([first, second])
+    decode = pooled["throughput"][0]["decode_tokens_per_s"]
+    assert decode == summarize([810.0, 900.0, 990.0, 600.0, 700.0], 12)
+    assert (decode["min"], decode["max"], decode["n"]) == (600.0, 990.0, 5)
+    assert pooled["memory"]["peak_rss_generating_bytes"] == 95 << 20 and pooled["ttft"][0]["warm_cache_hits"] == 5
+    assert pooled["ttft"][1] == {"tools": 50, "skipped": "too long"} and pooled["format"] == "Q8_0"
+    validate_card(make_card(models=[pooled]))

@@ -91,10 +91,17 @@ def test_compare_two_runs_through_the_cli(quick_card, bench_ggufs, tmp_path, mon
     first_card, first_dir = quick_card
     monkeypatch.setattr(command.RaplMeter, "open", classmethod(lambda cls, root=None: CountingMeter()))
     second_dir = tmp_path / "card_b"
-    assert cli_main(["bench", str(bench_ggufs["q8_0"]), "--out", str(second_dir), "--threads", "1", "--quick"]) == 0
+    assert cli_main(["bench", str(bench_ggufs["q8_0"]), "--out", str(second_dir), "--threads", "1", "--quick",
+                     "--rounds", "2"]) == 0
     second = json.loads((second_dir / "card.json").read_text())
-    energy = second["models"][0]["energy"]
-    assert energy["domains"] == ["intel-rapl:0 (fake)"] and energy["decode_joules_per_token"]["n"] == 1
+    jsonschema.validate(second, CARD_SCHEMA)
+    model = second["models"][0]
+    energy = model["energy"]
+    # --quick records one repetition; two rounds pool two values into every figure
+    assert energy["domains"] == ["intel-rapl:0 (fake)"] and energy["decode_joules_per_token"]["n"] == 2
+    assert model["load_ms"]["n"] == 2 and model["throughput"][0]["decode_tokens_per_s"]["n"] == 2
+    assert model["roofline"]["measured_decode_tokens_per_s"] == pytest.approx(
+        model["throughput"][0]["decode_tokens_per_s"]["median"], abs=0.05)
     capsys.readouterr()
     compare_dir = tmp_path / "compare"
     assert cli_main(["bench", "--compare", str(first_dir / "card.json"), str(second_dir / "card.json"),

@@ -287,10 +287,12 @@ def _timed(record: dict[str, Any]) -> str:
 
 
 def card_markdown(card: dict[str, Any]) -> str:
+    settings = card["settings"]
+    reps, rounds = settings.get("resolved", settings).get("reps", "?"), settings.get("rounds", 1)
+    runs = f"{rounds} rounds of {reps} repetitions (values pooled)" if rounds > 1 else f"{reps} repetitions"
     lines = ["# Device report card", "", f"Written by `botpsy bench` at {card['created']} "
-             f"(schema {card['schema_version']}). Numbers: median (min-max) over "
-             f"{card['settings'].get('resolved', card['settings']).get('reps', '?')} "
-             "repetitions after a warm-up.", "", "## Machine", ""]
+             f"(schema {card['schema_version']}). Numbers: median (min-max) over {runs}, "
+             "each after a warm-up.", "", "## Machine", ""]
     lines += machine_lines(card["machine"]) + ["", "## Models", ""]
     for model in card["models"]:
         lines += model_lines(model)

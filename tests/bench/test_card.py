@@ -165,3 +165,10 @@ def test_rounds_pool_every_value_and_keep_the_largest_peak_memory():
     assert pooled["memory"]["peak_rss_generating_bytes"] == 95 << 20 and pooled["ttft"][0]["warm_cache_hits"] == 5
     assert pooled["ttft"][1] == {"tools": 50, "skipped": "too long"} and pooled["format"] == "Q8_0"
     validate_card(make_card(models=[pooled]))
+
+
+def test_markdown_says_how_values_were_pooled():
+    card = make_card()
+    assert "over 3 repetitions" in card_markdown(card)
+    card["settings"] = {"reps": 2, "rounds": 2}
+    assert "over 2 rounds of 2 repetitions (values pooled)" in card_markdown(card)

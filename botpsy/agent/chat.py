@@ -68,6 +68,7 @@ class ChatConfig:
     max_steps: int = field(default=8, metadata={"help": "Most model turns per request."})
     temperature: float = field(default=0.6, metadata={"help": "Sampling temperature (0 = greedy)."})
     sample_seed: int = field(default=0, metadata={"help": "Sampling seed."})
+    constrain_calls: bool = field(default=True, metadata={"help": "Keep tool calls to the offered tools, their parameters and enum values (local backends; botpsy.chat.constrain)."})
     on_loop: str = field(default="recover", metadata={
         "help": "What the loop guard does when the model repeats itself.", "choices": list(LOOP_POLICIES)})
 
@@ -75,7 +76,7 @@ class ChatConfig:
 def agent_config(config: ChatConfig) -> AgentConfig:
     sampling = SamplingConfig(temperature=config.temperature, seed=config.sample_seed)
     generation = GenerateConfig(max_tokens=config.max_tokens, sampling=sampling, on_loop=config.on_loop,
-                                thinking_budget=config.thinking_budget)
+                                thinking_budget=config.thinking_budget, constrain_calls=config.constrain_calls)
     return AgentConfig(max_steps=config.max_steps, token_budget=config.token_budget,
                        enable_thinking=config.enable_thinking, generation=generation)
 

@@ -53,6 +53,7 @@ class SolveConfig:
     max_turns: int = field(default=12, metadata={"help": "Most assistant turns per task."})
     enable_thinking: bool = field(default=True, metadata={"help": "Let the model reason before it answers."})
     temperature: float = field(default=0.0, metadata={"help": "Sampling temperature (0 = greedy, reproducible)."})
+    constrain_calls: bool = field(default=True, metadata={"help": "Keep tool calls to the offered tools, their parameters and enum values (local backends; botpsy.chat.constrain)."})
     on_loop: str = field(default="recover", metadata={
         "help": "What the loop guard does when the model repeats itself.", "choices": list(LOOP_POLICIES)})
     show: int = field(default=0, metadata={"help": "Print the transcripts of the first N tasks."})
@@ -83,7 +84,8 @@ def load_tasks(config: SolveConfig) -> list[Task]:
 
 def agent_config(config: SolveConfig) -> AgentConfig:
     generation = GenerateConfig(max_tokens=config.max_tokens, sampling=SamplingConfig(temperature=config.temperature),
-                                on_loop=config.on_loop, thinking_budget=config.thinking_budget)
+                                on_loop=config.on_loop, thinking_budget=config.thinking_budget,
+                                constrain_calls=config.constrain_calls)
     return AgentConfig(token_budget=config.token_budget, enable_thinking=config.enable_thinking, generation=generation)
 
 

@@ -66,6 +66,9 @@ class EvalConfig:
     enable_thinking: bool = field(default=True, metadata={"help": "Let the models reason before answering."})
     max_turns: int = field(default=12, metadata={"help": "Most assistant turns per device task."})
     token_budget: int = field(default=0, metadata={"help": "Most generated tokens per device task (0 = 4 x max tokens)."})
+    constrain_calls: bool = field(default=True, metadata={
+        "help": "Keep tool calls to the offered tools, their parameters and enum values on local backends "
+                "(botpsy.chat.constrain; HTTP endpoints are never constrained, so compare those with --no-constrain-calls)."})
     threads: int = field(default=0, metadata={"help": "CPU threads for local models (0 = all physical cores)."})
     n_ctx: int = field(default=0, metadata={"help": "Context size for local models (0 = max tokens + 8192)."})
     concurrency: int = field(default=1, metadata={"help": "Items in flight at once (HTTP models only)."})
@@ -135,7 +138,7 @@ def suite_options(config: EvalConfig, suite: str) -> SuiteOptions:
 def settings_of(config: EvalConfig) -> RunSettings:
     return RunSettings(max_tokens=config.max_tokens, thinking_budget=config.thinking_budget,
                        enable_thinking=config.enable_thinking, max_turns=config.max_turns,
-                       token_budget=config.token_budget)
+                       token_budget=config.token_budget, constrain_calls=config.constrain_calls)
 
 
 # ---- running items, resumably ---------------------------------------------------------------

@@ -45,10 +45,12 @@ class RunSettings:
     enable_thinking: bool = True
     max_turns: int = 12
     token_budget: int = 0  # device: most generated tokens per task (0 = 4 x max_tokens)
+    constrain_calls: bool = True  # local backends keep calls to the offered tools (HTTP ones cannot)
 
     def generation(self) -> GenerateConfig:
         return GenerateConfig(max_tokens=self.max_tokens, sampling=SamplingConfig(temperature=0.0),
-                              on_loop="observe", thinking_budget=self.thinking_budget)
+                              on_loop="observe", thinking_budget=self.thinking_budget,
+                              constrain_calls=self.constrain_calls)
 
 
 @dataclass

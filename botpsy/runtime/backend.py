@@ -151,6 +151,7 @@ class Backend(ABC):
     name = "backend"
     token_ids = True
     supports_prefix_cache = False
+    supports_constraint = False  # can mask its logits with a CallConstraint (local backends)
 
     @abstractmethod
     def tokenize(self, text: str) -> list[int]:
@@ -161,17 +162,30 @@ class Backend(ABC):
         """Text of ``ids``, special tokens included."""
 
     def stream(self, prompt: Prompt, sampling: SamplingConfig, max_tokens: int,
-               prefix_tokens: int = 0) -> TokenStream:
-        """Generate after ``prompt``; ``prefix_tokens`` leading ids form a prefix worth caching."""
+               prefix_tokens: int = 0, constraint: Any = None) -> TokenStream:
+        """Generate after ``prompt``; ``prefix_tokens`` leading ids form a prefix worth caching.
+
+        ``constraint`` (a ``botpsy.chat.constrain.CallConstraint``, or anything with
+        ``allowed_ids(text)``) is asked before each token with the text generated so far in this
+        call; only backends with ``supports_constraint`` take one.
+        """
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+        if constraint is not None and not self.supports_constraint:
+            raise ValueError(f"the {self.name} backend cannot constrain its tokens")
         info = StreamInfo()
-        return TokenStream(self._stream(prompt, sampling, max_tokens, prefix_tokens, info), info)
+        if constraint is None:  # backends without constraint support keep their plain signature
+            return TokenStream(self._stream(prompt, sampling, max_tokens, prefix_tokens, info), info)
+        return TokenStream(self._stream(prompt, sampling, max_tokens, prefix_tokens, info, constraint=constraint), info)
 
     @abstractmethod
     def _stream(self, prompt: Prompt, sampling: SamplingConfig, max_tokens: int,
                 prefix_tokens: int, info: StreamInfo) -> Iterator[TokenOut]:
         """Yield tokens; fill ``info`` before the first one and set ``info.finish_reason`` at the end."""
+
+    def token_table(self):
+        """Every token's text (``botpsy.chat.constrain.TokenTable``), built once; constraint backends only."""
+        raise NotImplementedError(f"the {self.name} backend has no token table")
 
     def prompt_ids(self, prompt: Prompt) -> list[int]:
         return self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)

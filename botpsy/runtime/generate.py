@@ -76,6 +76,9 @@ class GenerateConfig:
     resample_presence_penalty: float = field(default=0.5, metadata={"help": "Presence penalty used after a resample."})
     thinking: bool | None = field(default=None, metadata={
         "help": "Whether the turn opens in reasoning; None: the prompt ends with '<think>\\n'."})
+    constrain_calls: bool = field(default=True, metadata={
+        "help": "Inside a tool call, allow only offered tool names, their parameter names and enum values, "
+                "and no closing before the required parameters (botpsy.chat.constrain; local backends only)."})
 
     def __post_init__(self) -> None:
         if self.on_loop not in LOOP_POLICIES:
@@ -190,6 +193,11 @@ class _Turn:
             self.prompt_ids = prefix_ids + backend.tokenize(prompt[len(cache_prefix):])
             self.prefix_tokens = len(prefix_ids)
         self.sampling = config.sampling
+        self.constraint = None
+        if tools and config.constrain_calls and backend.supports_constraint:
+            from botpsy.chat.constrain import CallConstraint
+
+            self.constraint = CallConstraint(tools, backend.token_table())
         self.tokens: list[_Token] = []
         self.parser = StreamParser(tools, thinking=self.thinking)
         self.detectors = {REASONING: LoopDetector(config.loop_guard), ANSWER: LoopDetector(config.loop_guard)}
@@ -211,7 +219,8 @@ class _Turn:
                 finish = "length"
                 break
             request = self._request()
-            stream = self.backend.stream(request, self.sampling, remaining, self.prefix_tokens)
+            constraint = self.constraint.after(self._text()) if self.constraint is not None else None
+            stream = self.backend.stream(request, self.sampling, remaining, self.prefix_tokens, constraint=constraint)
             self.calls += 1
             action = None
             try:

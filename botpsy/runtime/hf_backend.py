@@ -36,6 +36,7 @@ from botpsy.runtime.backend import (
 
 class HFBackend(Backend):
     name = "transformers"
+    supports_constraint = True
 
     def __init__(self, checkpoint: str | Path, options: BackendOptions | None = None, dtype: str = "float32") -> None:
         self.options = options or BackendOptions()
@@ -56,9 +57,16 @@ class HFBackend(Backend):
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
+    def token_table(self):
+        from botpsy.chat.constrain import TokenTable
+
+        if getattr(self, "_table", None) is None:
+            self._table = TokenTable.from_tokenizer(self.tokenizer)
+        return self._table
+
     @torch.inference_mode()
     def _stream(self, prompt: Prompt, sampling: SamplingConfig, max_tokens: int,
-                prefix_tokens: int, info: StreamInfo) -> Iterator[TokenOut]:
+                prefix_tokens: int, info: StreamInfo, constraint=None) -> Iterator[TokenOut]:
         ids = self.prompt_ids(prompt)
         if not ids:
             raise BackendError("the prompt is empty")
@@ -70,8 +78,12 @@ class HFBackend(Backend):
         out = self.model(torch.tensor([ids]), use_cache=True)
         info.prompt_tokens, info.prefill_ms = len(ids), (time.perf_counter() - start) * 1000
         history, pending = list(ids), []  # pending: ids of a character not yet complete
+        generated = ""
         for step in range(max_tokens):
             logits = out.logits[0, -1].float()
+            allowed = constraint.allowed_ids(generated) if constraint is not None else None
+            if allowed:
+                logits = mask_logits(logits, allowed)
             token = sample_token(logits, sampling, history, generator)
             history.append(token)
             end = token in self.end_ids
@@ -81,6 +93,7 @@ class HFBackend(Backend):
                 text = ""  # a UTF-8 character split across tokens: wait for the rest of it
             else:
                 pending = []
+            generated += text
             yield TokenOut(token, text, logprob=float(torch.log_softmax(logits, -1)[token]))
             if end:
                 info.finish_reason = "stop"
@@ -91,6 +104,14 @@ class HFBackend(Backend):
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model": str(self.path)}
+
+
+def mask_logits(logits: torch.Tensor, allowed: set[int]) -> torch.Tensor:
+    """``logits`` with every token outside ``allowed`` at -inf (a copy)."""
+    keep = torch.tensor(sorted(allowed), dtype=torch.long)
+    masked = torch.full_like(logits, float("-inf"))
+    masked[keep] = logits[keep]
+    return masked
 
 
 def sample_token(logits: torch.Tensor, sampling: SamplingConfig, history: Sequence[int],

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import llama_cpp
+import numpy as np
 
 from botpsy.runtime.backend import (
     Backend,
@@ -94,6 +95,7 @@ class LlamaBackend(Backend):
 
     name = "llama.cpp"
     supports_prefix_cache = True
+    supports_constraint = True
 
     def __init__(self, model_path: str | Path, options: BackendOptions | None = None,
                  available_bytes: int | None = None) -> None:
@@ -144,8 +146,15 @@ class LlamaBackend(Backend):
 
     # -- generation ------------------------------------------------------------------------
 
+    def token_table(self):
+        from botpsy.chat.constrain import TokenTable
+
+        if getattr(self, "_table", None) is None:
+            self._table = TokenTable([self.piece(i).decode("utf-8", errors="replace") for i in range(self.n_vocab)])
+        return self._table
+
     def _stream(self, prompt: Prompt, sampling: SamplingConfig, max_tokens: int,
-                prefix_tokens: int, info: StreamInfo) -> Iterator[TokenOut]:
+                prefix_tokens: int, info: StreamInfo, constraint=None) -> Iterator[TokenOut]:
         ids = self.prompt_ids(prompt)
         if not ids:
             raise BackendError("the prompt is empty")
@@ -159,13 +168,19 @@ class LlamaBackend(Backend):
         sampler = self._sampler(sampling, ids[-sampling.penalty_last_n:] if sampling.has_penalties else ())
         sample, ctx, piece = llama_cpp.llama_sampler_sample, self._ctx, self.piece
         decoder = Utf8Decoder()
+        generated = ""
         try:
             for step in range(max_tokens):
+                allowed = constraint.allowed_ids(generated) if constraint is not None else None
+                if allowed:
+                    self._mask_logits(allowed)
                 token = sample(sampler, ctx, -1)
                 last = step == max_tokens - 1
                 end = self.is_end_of_generation(token)
                 text = decoder.feed(piece(token))
-                yield TokenOut(token, text + decoder.flush() if end or last else text)
+                text = text + decoder.flush() if end or last else text
+                generated += text
+                yield TokenOut(token, text)
                 if end:
                     info.finish_reason = "stop"
                     return
@@ -213,6 +228,15 @@ class LlamaBackend(Backend):
         for token in history:
             llama_cpp.llama_sampler_accept(chain, token)
         return chain
+
+    def _mask_logits(self, allowed: set[int]) -> None:
+        """Set every logit outside ``allowed`` to -inf in the context's own buffer, which the
+        sampler chain reads next (so penalties, top-k/p and temperature apply as usual)."""
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self.n_vocab,))
+        keep = np.fromiter(allowed, dtype=np.int64)
+        kept = logits[keep].copy()
+        logits[:] = -np.inf
+        logits[keep] = kept
 
     # -- the context's state ---------------------------------------------------------------
 

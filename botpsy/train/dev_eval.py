@@ -60,8 +60,13 @@ def first_call_turn(example: dict) -> tuple[list[dict], list[dict]] | None:
 
 
 @torch.no_grad()
-def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 160, batch_size: int = 16) -> dict:
-    """Greedy-generate the first call turn of each example (batched) and score it (see module docstring)."""
+def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 160, batch_size: int = 16,
+                  constrained: bool = False) -> dict:
+    """Greedy-generate the first call turn of each example (batched) and score it (see module docstring).
+
+    ``constrained``: decode with ``botpsy.chat.constrain`` (call names and parameters kept to the
+    offered tools), as the runtime does by default.
+    """
     from botpsy.chat.parse import parse_output
     from botpsy.train.rollout import sample_batch
 
@@ -77,7 +82,7 @@ def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 
         prompt = render(context, example.get("tools"), add_generation_prompt=True, enable_thinking=thinking)
         cases.append((prompt, gold, example.get("tools") or [], thinking))
     samples = sample_batch(model, tokenizer, [c[0] for c in cases], max_new_tokens=max_new_tokens, temperature=0.0,
-                           batch_size=batch_size)
+                           batch_size=batch_size, tools=[c[2] for c in cases] if constrained else None)
     counts = {"parsed": 0, "schema_valid": 0, "exact": 0}
     for (_prompt, gold, tools, thinking), sample in zip(cases, samples):
         parsed = parse_output(sample.text, tools, thinking=thinking)

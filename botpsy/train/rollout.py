@@ -110,8 +110,13 @@ def pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, generato
 
 @torch.no_grad()
 def generate_rows(model, rows: list[list[int]], *, max_new_tokens: int, temperature: float, top_p: float,
-                  generators: list[torch.Generator], stop_ids: set[int], pad_id: int) -> list[tuple[list[int], bool]]:
-    """(completion ids, finished) for each prompt in ``rows``, generated together with a cache."""
+                  generators: list[torch.Generator], stop_ids: set[int], pad_id: int,
+                  constraints: list | None = None, pieces: list[str] | None = None) -> list[tuple[list[int], bool]]:
+    """(completion ids, finished) for each prompt in ``rows``, generated together with a cache.
+
+    ``constraints`` (one ``CallConstraint`` or None per row, with ``pieces``, every token's text)
+    mask each row's logits to the tokens its constraint allows after the row's text so far.
+    """
     count, width = len(rows), max(len(r) for r in rows)
     ids = torch.full((count, width), pad_id, dtype=torch.long)
     mask = torch.zeros((count, width), dtype=torch.long)
@@ -125,10 +130,16 @@ def generate_rows(model, rows: list[list[int]], *, max_new_tokens: int, temperat
     completions: list[list[int]] = [[] for _ in rows]
     finished = [False] * count
     stops = torch.tensor(sorted(stop_ids), dtype=torch.long)
+    texts = [""] * count
     for step in range(max_new_tokens):
-        tokens = pick_tokens(out.logits[:, -1], temperature, top_p, [generators[r] for r in active])
+        logits = out.logits[:, -1]
+        if constraints is not None:
+            logits = _constrain(logits, [constraints[r] for r in active], [texts[r] for r in active])
+        tokens = pick_tokens(logits, temperature, top_p, [generators[r] for r in active])
         for slot, r in enumerate(active):
             completions[r].append(int(tokens[slot]))
+            if pieces is not None:
+                texts[r] += pieces[int(tokens[slot])]
         ended = torch.isin(tokens, stops)
         for slot in ended.nonzero().flatten().tolist():
             finished[active[slot]] = True
@@ -146,12 +157,28 @@ def generate_rows(model, rows: list[list[int]], *, max_new_tokens: int, temperat
     return list(zip(completions, finished))
 
 
+def _constrain(logits: torch.Tensor, constraints: list, texts: list[str]) -> torch.Tensor:
+    """Rows of ``logits`` with the tokens their constraint forbids at -inf."""
+    masked = None
+    for row, (constraint, text) in enumerate(zip(constraints, texts)):
+        allowed = constraint.allowed_ids(text) if constraint is not None else None
+        if allowed:
+            masked = logits.clone() if masked is None else masked
+            keep = torch.tensor(sorted(allowed), dtype=torch.long)
+            values = masked[row, keep]
+            masked[row] = float("-inf")
+            masked[row, keep] = values
+    return logits if masked is None else masked
+
+
 def sample_batch(model, tokenizer, prompts: list[str], *, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, seed: int = 0, batch_size: int = 16) -> list[Sample]:
+                 top_p: float = 1.0, seed: int = 0, batch_size: int = 16, tools: list | None = None) -> list[Sample]:
     """Sample one completion per prompt (``temperature=0``: greedy), in the order of ``prompts``.
 
     Prompts of similar length share a batch (less padding); prompt ``i`` samples from its own
-    generator seeded with ``(seed, i)``, so results do not depend on ``batch_size``.
+    generator seeded with ``(seed, i)``, so results do not depend on ``batch_size``. With
+    ``tools`` (the offered tools of each prompt), calls are constrained to them
+    (``botpsy.chat.constrain``).
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
@@ -163,11 +190,18 @@ def sample_batch(model, tokenizer, prompts: list[str], *, max_new_tokens: int, t
     generators = [torch.Generator().manual_seed(seed * 1_000_003 + i) for i in range(len(prompts))]
     stop_ids, pad_id = stop_token_ids(tokenizer), tokenizer.pad_token_id
     order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
+    constraints, pieces = None, None
+    if tools is not None:
+        from botpsy.chat.constrain import CallConstraint, TokenTable
+
+        table = TokenTable.from_tokenizer(tokenizer)
+        constraints, pieces = [CallConstraint(t, table) if t else None for t in tools], table.pieces
     results: dict[int, tuple[list[int], bool]] = {}
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         outs = generate_rows(model, [encoded[i] for i in chunk], max_new_tokens=max_new_tokens, temperature=temperature,
-                             top_p=top_p, generators=[generators[i] for i in chunk], stop_ids=stop_ids, pad_id=pad_id)
+                             top_p=top_p, generators=[generators[i] for i in chunk], stop_ids=stop_ids, pad_id=pad_id,
+                             constraints=[constraints[i] for i in chunk] if constraints else None, pieces=pieces)
         results.update(zip(chunk, outs))
     model.train(was_training)
     samples = []

@@ -46,6 +46,7 @@ class SFTConfig:
     max_length: int = field(default=2048, metadata={"help": "Longer sequences are skipped (and counted)."})
     loss_on: str = field(default="assistant", metadata={"help": "Tokens that carry loss: the assistant's own (SFT) or all tokens (plain language modelling, e.g. to pretrain a from-scratch base on in-domain text).", "choices": ["assistant", "all", "context"]})
     eval_every: int = field(default=100, metadata={"help": "Steps between dev-loss evaluations (0: only at the end, where exact-call accuracy is also scored)."})
+    eval_calls_every: int = field(default=0, metadata={"help": "Steps between dev call checks (greedy first calls of --eval-examples dev examples, and which offered tool is likeliest); 0: only at the end."})
     dev_loss_sequences: int = field(default=64, metadata={"help": "Dev sequences whose loss is measured (0: all); the rest of dev.jsonl still feeds the call check."})
     eval_examples: int = field(default=24, metadata={"help": "Dev examples whose first call is generated and scored."})
     test_examples: int = field(default=100, metadata={"help": "At the end, score the first call of up to this many single-call test-split tasks (DATA/test.jsonl, held-out templates) and record it in meta.json."})
@@ -134,7 +135,10 @@ def main(config: SFTConfig) -> int:
     if config.test_examples and test_file.is_file():
         singles = [r for r in read_jsonl(test_file) if r.get("kind") == "single"][: config.test_examples]
         result["test_single_call"] = {**dev_eval.call_accuracy(model, tokenizer, singles, config.eval_max_new_tokens),
-                                      **dev_eval.tool_choice(model, tokenizer, singles)}
+                                      **dev_eval.tool_choice(model, tokenizer, singles),
+                                      # as the runtime decodes by default: calls kept to the offered tools
+                                      "constrained": dev_eval.call_accuracy(model, tokenizer, singles,
+                                                                            config.eval_max_new_tokens, constrained=True)}
     meta = {"init": config.init, "init_stage": ckpt.meta.get("stage"), "data": config.data,
             "data_meta": _read_meta(Path(config.data)), "config": vars(config), **plan, **result}
     if accelerator.is_main_process:
@@ -143,7 +147,9 @@ def main(config: SFTConfig) -> int:
          f"dev exact calls {r['dev'].get('exact_call_rate', 0):.0%}"
          + (f", test single-call: schema-valid {r['test_single_call']['schema_valid_rate']:.0%}, exact "
             f"{r['test_single_call']['exact_call_rate']:.0%}, picks the right offered tool "
-            f"{r['test_single_call']['tool_choice_rate']:.0%} (chance {r['test_single_call']['chance_rate']:.0%})"
+            f"{r['test_single_call']['tool_choice_rate']:.0%} (chance {r['test_single_call']['chance_rate']:.0%}); "
+            f"constrained decoding: schema-valid {r['test_single_call']['constrained']['schema_valid_rate']:.0%}, "
+            f"exact {r['test_single_call']['constrained']['exact_call_rate']:.0%}"
             if "test_single_call" in r else "") + f" -> {out}")
     return 0
 
@@ -199,6 +205,8 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
             if config.eval_every and progress.step % config.eval_every == 0 and progress.step < config.steps:
                 # Periodic checks score loss only; greedy call generation runs once, at the end.
                 record["dev"] = {"loss": dev_eval.mean_loss(accelerator.unwrap_model(model), dev, pad_id)}
+            if config.eval_calls_every and progress.step % config.eval_calls_every == 0 and progress.step < config.steps:
+                record.setdefault("dev", {}).update(call_checks(config, accelerator.unwrap_model(model), tokenizer, dev_rows, dev_eval))
             curves.write(record)
             bar.update(1)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
@@ -217,10 +225,16 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
 
 
 def evaluate(config, model, tokenizer, dev, dev_rows, dev_eval, pad_id) -> dict:
-    metrics = {"loss": dev_eval.mean_loss(model, dev, pad_id)}
-    if config.eval_examples:
-        examples = _call_examples(dev_rows, config.eval_examples)
-        metrics.update(dev_eval.call_accuracy(model, tokenizer, examples, config.eval_max_new_tokens))
+    return {"loss": dev_eval.mean_loss(model, dev, pad_id), **call_checks(config, model, tokenizer, dev_rows, dev_eval)}
+
+
+def call_checks(config, model, tokenizer, dev_rows, dev_eval) -> dict:
+    """Greedy first-call accuracy and offered-tool choice on the first ``eval_examples`` dev call turns."""
+    if not config.eval_examples:
+        return {}
+    examples = _call_examples(dev_rows, config.eval_examples)
+    metrics = {**dev_eval.call_accuracy(model, tokenizer, examples, config.eval_max_new_tokens),
+               **dev_eval.tool_choice(model, tokenizer, examples)}
     return metrics
 
 

@@ -74,3 +74,22 @@ def test_tool_choice_picks_the_offered_tool_the_model_prefers(tiny_checkpoint):
     assert wrong["tool_choice_rate"] == 0.0
     plain = tool_choice(ckpt.model, ckpt.tokenizer, examples + [dict(examples[0], tools=[])])  # no tools: skipped
     assert plain["choice_examples"] == 4 and 0.0 <= plain["tool_choice_rate"] <= 1.0
+
+
+def test_constrained_call_accuracy_hands_each_prompt_its_offered_tools(tiny_checkpoint, monkeypatch):
+    from botpsy.train import rollout
+
+    seen = {}
+    real = rollout.sample_batch
+
+    def spy(*args, **kwargs):
+        seen["tools"] = kwargs.get("tools")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rollout, "sample_batch", spy)
+    ckpt = load_checkpoint(tiny_checkpoint)
+    examples = make_examples(2)
+    result = call_accuracy(ckpt.model, ckpt.tokenizer, examples, max_new_tokens=4, constrained=True)
+    assert result["call_examples"] == 2 and seen["tools"] == [e["tools"] for e in examples]
+    call_accuracy(ckpt.model, ckpt.tokenizer, examples, max_new_tokens=4)
+    assert seen["tools"] is None

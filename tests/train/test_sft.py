@@ -32,7 +32,7 @@ def make_examples(n: int) -> list[dict]:
 def data_dir(tmp_path):
     folder = tmp_path / "data"
     folder.mkdir()
-    for split, n in (("train", 24), ("dev", 4)):
+    for split, n in (("train", 24), ("dev", 4), ("test", 3)):
         (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in make_examples(n)))
     return folder
 
@@ -46,15 +46,19 @@ def run(tiny_checkpoint, data_dir, out, **overrides):
 
 def test_loss_falls_and_weights_change(tiny_checkpoint, data_dir, tmp_path):
     out = tmp_path / "sft"
-    run(tiny_checkpoint, data_dir, out)
+    run(tiny_checkpoint, data_dir, out, eval_calls_every=4)
     curves = [json.loads(line) for line in (out / "curves.jsonl").read_text().splitlines()]
     losses = [c["loss"] for c in curves if "loss" in c]
     assert len(losses) == 8 and losses[-1] < losses[0]
+    periodic = [c for c in curves if c.get("step") == 4][0]["dev"]  # the periodic call check
+    assert {"exact_call_rate", "schema_valid_rate", "tool_choice_rate"} <= set(periodic)
     before, after = load_checkpoint(tiny_checkpoint).model, load_checkpoint(out).model
     changed = [n for (n, p), (_, q) in zip(before.state_dict().items(), after.state_dict().items()) if not torch.equal(p, q)]
     assert changed
     meta = json.loads((out / "meta.json").read_text())
     assert meta["stage"] == "sft" and meta["steps"] == 8 and "exact_call_rate" in meta["dev"]
+    test = meta["test_single_call"]
+    assert "exact_call_rate" in test["constrained"] and test["constrained"]["call_examples"] == test["call_examples"]
 
 
 def test_killed_run_resumes_to_identical_weights(tiny_checkpoint, data_dir, tmp_path):

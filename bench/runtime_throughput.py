@@ -8,8 +8,10 @@ Both run the same GGUF, prompt, thread count and sampling settings:
 * **bare**: ``BareLlamaLoop``, what a llama_cpp user writes: ``Llama.generate`` and
   ``detokenize`` per token, stop at end of generation;
 * **botpsy**: ``generate()`` on a ``LlamaBackend``, with everything the agent runs per token:
-  incremental UTF-8 decoding, the chat stream parser and the two loop detectors (policy
-  ``observe``, so a firing would be recorded, not acted on).
+  incremental UTF-8 decoding, the chat stream parser, the two loop detectors (policy
+  ``observe``, so a firing would be recorded, not acted on) and the tool-call constraint for
+  ten offered device-world tools (``botpsy.chat.constrain``; it checks every token, and masks
+  the logits only inside a call).
 
 Decode speed is tokens after the first divided by the time from the first token to the last
 (prefill excluded), measured twice: in wall-clock time and in this process's CPU time. On a
@@ -18,7 +20,9 @@ tens of percent between identical runs; CPU time counts only the work done, so t
 judged on it (with one thread there is no spin-waiting to blur it). Rounds alternate the two
 loops; the median of each is compared. Target: botpsy >= 0.95 x bare. The driver's own cost
 per token (parser and guards, without the model) is also measured on the generated text,
-re-split by the scripted backend.
+re-split by the scripted backend, and so is the constraint's cost per token inside a call
+(finding the allowed tokens and masking the logits, on a real call's tokens), which the
+free-running tiny model rarely opens.
 
 The default model is the tiny default-spec Qwen3.5 (4 layers, hybrid), built by
 ``bench/tiny_gguf.py`` on first use.
@@ -38,11 +42,16 @@ from botpsy.runtime.backend import BackendOptions, SamplingConfig
 from botpsy.runtime.generate import Finished, GenerateConfig, chat_prompt, generate, generate_stream
 from botpsy.runtime.llama_backend import BareLlamaLoop, LlamaBackend
 from botpsy.runtime.scripted import ScriptedBackend
+from botpsy.world.registry import REGISTRY
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tiny_gguf import tiny_gguf  # noqa: E402
 
 TARGET_RATIO = 0.95
+TOOLS = [REGISTRY[name].spec() for name in ("set_alarm", "list_alarms", "delete_alarm", "start_timer", "set_wifi",
+                                            "set_brightness", "open_app", "send_message", "search_contacts",
+                                            "create_event")]
+CALL = {"name": "create_event", "arguments": {"title": "Dentist", "date": "2026-03-02", "start_time": "09:30"}}
 MESSAGES = [{"role": "system", "content": "You are a helpful on-device assistant."},
             {"role": "user", "content": "Plan my morning: alarm at 7, weather, then a message to Alice."}]
 
@@ -70,14 +79,37 @@ def driver_cost_us(text: str, prompt: str, config: GenerateConfig) -> float:
     list(backend.stream(prompt, config.sampling, len(ids)))
     bare = time.perf_counter() - began
     began = time.perf_counter()
-    generate(backend, prompt, config)
+    generate(backend, prompt, config, tools=TOOLS)
     return 1e6 * (time.perf_counter() - began - bare) / len(ids)
+
+
+def constraint_cost_us(backend: LlamaBackend) -> float:
+    """Microseconds per token to find the allowed tokens and mask a vocabulary-sized logits
+    array, over the tokens of a real call (every one of them is inside the call)."""
+    import numpy as np
+
+    from botpsy.chat.constrain import CallConstraint
+    from botpsy.chat.template import render_tool_call
+
+    constraint = CallConstraint(TOOLS, backend.token_table())
+    ids = backend.tokenize(render_tool_call(CALL["name"], CALL["arguments"]))
+    logits = np.zeros(backend.n_vocab, dtype=np.float32)
+    began, text = time.perf_counter(), ""
+    for token in ids:
+        allowed = constraint.allowed_ids(text)
+        if allowed:
+            keep = np.fromiter(allowed, dtype=np.int64)
+            kept = logits[keep].copy()
+            logits[:] = -np.inf
+            logits[keep] = kept
+        text += backend.detokenize([token])
+    return 1e6 * (time.perf_counter() - began) / len(ids)
 
 
 def timed_botpsy(backend: LlamaBackend, prompt: str, config: GenerateConfig):
     """(result, wall seconds, CPU seconds) from the first streamed event to the end of ``generate``."""
     first_wall = first_cpu = None
-    for event in generate_stream(backend, prompt, config):
+    for event in generate_stream(backend, prompt, config, tools=TOOLS):
         if first_wall is None:
             first_wall, first_cpu = time.perf_counter(), time.process_time()
         if isinstance(event, Finished):
@@ -114,6 +146,7 @@ def run(cfg: ThroughputBenchConfig) -> dict:
         "tokens_per_cpu_s": cpu, "tokens_per_wall_s": wall, "median_tokens_per_s": medians,
         "botpsy_over_bare": ratios["cpu"], "botpsy_over_bare_wall": ratios["wall"],
         "driver_us_per_token": driver_cost_us(text, prompt, config),
+        "constraint_us_per_call_token": constraint_cost_us(backend),
         "decode_us_per_token": 1e6 / medians["cpu"]["botpsy"], "loops_detected": loops,
         "target": TARGET_RATIO, "meets_target": ratios["cpu"] >= TARGET_RATIO,
     }
@@ -131,6 +164,7 @@ def human(result: dict) -> str:
         f"   [wall clock {result['botpsy_over_bare_wall']:.3f}]",
         f"driver cost (parser + loop guards) {result['driver_us_per_token']:.1f} us/token of "
         f"{result['decode_us_per_token']:.0f} us/token decode; loops detected: {result['loops_detected']}",
+        f"tool-call constraint inside a call: {result['constraint_us_per_call_token']:.1f} us/token",
     ])
 
 

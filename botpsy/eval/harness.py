@@ -285,6 +285,7 @@ def main(config: EvalConfig) -> int:
     save_config(config, out / "config.json")
     items = {s: SUITES[s](suite_options(config, s)).items() for s in suites}
     results: dict[str, dict[str, list[dict]]] = {}
+    constrained: dict[str, bool] = {}  # which models decoded with calls kept to the offered tools
     for label, model in pairs:
         try:
             backend = open_model(model, config)
@@ -292,6 +293,7 @@ def main(config: EvalConfig) -> int:
             print(f"botpsy eval: {label}: {exc}", file=sys.stderr)
             return 2
         http = model.startswith(("http://", "https://"))
+        constrained[label] = config.constrain_calls and backend.supports_constraint
         moved = set_aside_stale_records(out / label, model_fingerprint(model))
         if moved:
             print(f"[eval] {label}: the model changed since its records were made; old records moved to {moved}",
@@ -306,6 +308,7 @@ def main(config: EvalConfig) -> int:
         finally:
             backend.close()
     summary = build_summary(results, dict(pairs), suites)
+    summary["constrained_calls"] = constrained
     # Quantizations evaluated together (by --compare-quants, or labelled so) are compared with bf16;
     # only --compare-quants turns a flagged drop into a failing exit status.
     scores = gate_scores(summary)

@@ -60,6 +60,7 @@ def test_two_models_side_by_side(tmp_path, device_tasks, capsys):
     assert status == 0
     summary = json.loads((out / "summary.json").read_text())
     assert json.loads(capsys.readouterr().out) == summary
+    assert summary["constrained_calls"] == {"gold": False, "refuse": False}  # scripted models cannot be masked
     gold_device = summary["models"]["gold"]["suites"]["device"]
     refuse_device = summary["models"]["refuse"]["suites"]["device"]
     assert gold_device["success_rate"] == 1.0 and set(gold_device["by_kind"]) == set(KINDS)

@@ -5,7 +5,8 @@ HTTP server) and each finished item is appended to ``OUT/<label>/<suite>.jsonl``
 prompt or messages, the raw output, parsed calls, the verdict, tokens, timings and loop-guard
 events. A rerun reads those files and runs only the items not there yet (an item that failed
 with a backend error is run again); if the model's weights changed since (a rebuilt GGUF or
-checkpoint under the same path), its old records are moved aside to ``OUT/<label>.stale``. Then ``OUT/summary.json`` (every suite's summary and the
+checkpoint under the same path) or a generation setting did (token cap, thinking, turn limits,
+constrained calls), its old records are moved aside to ``OUT/<label>.stale``. Then ``OUT/summary.json`` (every suite's summary and the
 metrics of ``botpsy.eval.metrics`` per model) and ``OUT/table.md`` (models as columns).
 
 ``--compare-quants DIR`` evaluates the bf16, Q8_0 and Q4_K_M GGUFs found in DIR and reports each
@@ -174,8 +175,18 @@ def model_fingerprint(model: str) -> str:
     return model + "|" + ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
 
 
+def run_fingerprint(model: str, settings: RunSettings, constrained: bool) -> str:
+    """The model's fingerprint plus every setting that changes what it generates.
+
+    A rerun with another token cap, thinking budget or turn limit, or with constrained calls
+    switched (``constrained``: whether they are in effect on this backend), makes new records.
+    """
+    fields = dict(vars(settings), constrain_calls=constrained)
+    return model_fingerprint(model) + "|" + json.dumps(fields, sort_keys=True)
+
+
 def set_aside_stale_records(folder: Path, fingerprint: str) -> Path | None:
-    """Resume only records made with this same model: otherwise move the label's folder aside.
+    """Resume only records made with this same model and settings: otherwise move the label's folder aside.
 
     Returns where the old records went (``<label>.stale``), or None when they were kept.
     """
@@ -294,10 +305,10 @@ def main(config: EvalConfig) -> int:
             return 2
         http = model.startswith(("http://", "https://"))
         constrained[label] = config.constrain_calls and backend.supports_constraint
-        moved = set_aside_stale_records(out / label, model_fingerprint(model))
+        moved = set_aside_stale_records(out / label, run_fingerprint(model, settings_of(config), constrained[label]))
         if moved:
-            print(f"[eval] {label}: the model changed since its records were made; old records moved to {moved}",
-                  file=sys.stderr)
+            print(f"[eval] {label}: the model or the generation settings changed since its records were made; "
+                  f"old records moved to {moved}", file=sys.stderr)
         try:
             results[label] = {}
             for s in suites:

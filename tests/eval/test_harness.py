@@ -236,3 +236,22 @@ def test_records_of_a_rebuilt_model_are_set_aside(tmp_path):
     assert moved == folder.with_name("q8_0.stale") and (moved / "device.jsonl").is_file()
     assert not (folder / "device.jsonl").exists()
     assert harness.model_fingerprint("http://localhost:8000/v1") == "http://localhost:8000/v1"
+
+
+def test_records_made_with_other_generation_settings_are_set_aside(tmp_path):
+    from botpsy.eval.suites import RunSettings
+
+    model = tmp_path / "model-q8_0.gguf"
+    model.write_bytes(b"weights")
+    folder = tmp_path / "out" / "q8_0"
+    settings = RunSettings(max_tokens=64)
+    assert harness.set_aside_stale_records(folder, harness.run_fingerprint(str(model), settings, True)) is None
+    (folder / "device.jsonl").write_text('{"id": "t1"}\n')
+    assert harness.set_aside_stale_records(folder, harness.run_fingerprint(str(model), settings, True)) is None
+    # Constrained calls switched off: the old records are not resumed.
+    moved = harness.set_aside_stale_records(folder, harness.run_fingerprint(str(model), settings, False))
+    assert moved is not None and (moved / "device.jsonl").is_file()
+    (folder / "device.jsonl").write_text('{"id": "t1"}\n')
+    # Another token cap: the same.
+    assert harness.set_aside_stale_records(
+        folder, harness.run_fingerprint(str(model), RunSettings(max_tokens=128), False)) is not None

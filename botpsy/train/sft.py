@@ -38,7 +38,7 @@ class SFTConfig:
     steps: int = field(default=400, metadata={"help": "Optimizer steps."})
     batch_tokens: int = field(default=8192, metadata={"help": "Padded tokens per micro-batch."})
     grad_accum: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
-    lr: float = field(default=3e-3, metadata={"help": "Peak learning rate."})
+    lr: float = field(default=1e-3, metadata={"help": "Peak learning rate (above about 2e-3 the tiny hybrid model stops learning to copy: see botpsy.model.probe)."})
     min_lr_ratio: float = field(default=0.1, metadata={"help": "Final learning rate as a fraction of the peak."})
     warmup_steps: int = field(default=20, metadata={"help": "Linear warm-up steps."})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})

@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/copy_probe.py            # writes bench_out/copy_probe.json
     .venv/bin/python bench/copy_probe.py --lrs 1e-3,3e-3 --layouts hybrid --json
+    .venv/bin/python bench/copy_probe.py --lrs 1e-3 --prefix 200 --batch 16 --out bench_out/copy_probe_prefix200.json
 
 For each layout (``hybrid``: the speedrun's tiny preset, three Gated DeltaNet layers then one
-attention layer; ``attention``: the same model with every layer full attention) and each peak
+attention layer; ``hybrid2``: DeltaNet and attention alternating; ``attention``: the same model with every layer full attention) and each peak
 learning rate, a fresh model (seed 0, the speedrun's 4,096-token vocabulary size) trains on
 ``botpsy.model.probe``'s copy task and the copy accuracy is recorded every 25 steps, with the
 residual-stream norms at the end. The SFT default learning rate must let the hybrid model copy
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from botpsy.config import parse_config
 from botpsy.output import table, write_benchmark
 
-LAYOUTS = {"hybrid": 4, "attention": 1}  # full_attention_interval
+LAYOUTS = {"hybrid": 4, "hybrid2": 2, "attention": 1}  # full_attention_interval
 
 
 @dataclass
@@ -29,6 +30,8 @@ class ProbeBenchConfig:
     lrs: str = field(default="1e-3,2e-3,3e-3", metadata={"help": "Comma-separated peak learning rates."})
     layouts: str = field(default="hybrid,attention", metadata={"help": "Comma-separated: " + ", ".join(LAYOUTS)})
     steps: int = field(default=150, metadata={"help": "Training steps per probe."})
+    prefix: int = field(default=0, metadata={"help": "Random filler tokens before the string (distance to copy across)."})
+    batch: int = field(default=32, metadata={"help": "Sequences per step."})
     threads: int = field(default=2, metadata={"help": "torch threads."})
     out: str = field(default="bench_out/copy_probe.json", metadata={"help": "Result JSON."})
     json: bool = field(default=False, metadata={"help": "Print the result as JSON."})
@@ -55,7 +58,7 @@ def run(config: ProbeBenchConfig) -> dict:
             torch.manual_seed(0)
             model = Qwen3_5ForCausalLM(hf_config(spec, vocab_size=4096, eos_token_id=2, pad_token_id=0))
             start = time.perf_counter()
-            result = copy_probe(model, lr, steps=config.steps)
+            result = copy_probe(model, lr, steps=config.steps, prefix=config.prefix, batch=config.batch)
             rows.append({"layout": layout, "layer_types": spec.layer_types, "lr": lr,
                          "final_copy_accuracy": round(result.final_accuracy, 4), "steps_to_95": result.steps_to_95,
                          "curve": [[s, round(a, 4)] for s, a in result.accuracy],

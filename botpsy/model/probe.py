@@ -26,22 +26,28 @@ import torch
 
 IGNORE = -100
 ALPHABET = range(100, 200)  # token ids to copy (any ids in the vocabulary will do)
+FILLER = range(300, 400)  # distracting prefix tokens
 OPEN, SEP = 5, 6
 
 
-def copy_batch(gen: torch.Generator, n: int = 32, length: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    """Input ids ``OPEN x SEP x`` and labels that score only the repeated ``x``."""
+def copy_batch(gen: torch.Generator, n: int = 32, length: int = 8, prefix: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Input ids ``OPEN [prefix random filler] x SEP x`` and labels that score only the repeated ``x``.
+
+    ``prefix`` puts distracting tokens (from another range) before the string, as the tools and
+    instructions come before a request in a trajectory.
+    """
     x = torch.randint(ALPHABET.start, ALPHABET.stop, (n, length), generator=gen)
-    ids = torch.cat([torch.full((n, 1), OPEN), x, torch.full((n, 1), SEP), x], 1)
+    filler = torch.randint(FILLER.start, FILLER.stop, (n, prefix), generator=gen)
+    ids = torch.cat([torch.full((n, 1), OPEN), filler, x, torch.full((n, 1), SEP), x], 1)
     labels = ids.clone()
-    labels[:, : length + 2] = IGNORE
+    labels[:, : prefix + length + 2] = IGNORE
     return ids, labels
 
 
 @torch.no_grad()
-def copy_accuracy(model, gen: torch.Generator, n: int = 64, length: int = 8) -> float:
+def copy_accuracy(model, gen: torch.Generator, n: int = 64, length: int = 8, prefix: int = 0) -> float:
     """Share of repeated tokens the model predicts (argmax, teacher-forced)."""
-    ids, labels = copy_batch(gen, n, length)
+    ids, labels = copy_batch(gen, n, length, prefix)
     predicted = model(input_ids=ids).logits[:, :-1].argmax(-1)
     keep = labels[:, 1:] != IGNORE
     return float((predicted[keep] == labels[:, 1:][keep]).float().mean())
@@ -68,14 +74,14 @@ class ProbeResult:
 
 
 def copy_probe(model, lr: float, steps: int = 150, every: int = 25, seed: int = 0, grad_clip: float = 1.0,
-               length: int = 8) -> ProbeResult:
+               length: int = 8, prefix: int = 0, batch: int = 32) -> ProbeResult:
     """Train ``model`` on the copy task with AdamW at ``lr`` (clipped like SFT) and track accuracy."""
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     curve, reached = [], None
     model.train()
     for step in range(1, steps + 1):
-        ids, labels = copy_batch(gen, length=length)
+        ids, labels = copy_batch(gen, batch, length, prefix)
         loss = model(input_ids=ids, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -83,11 +89,11 @@ def copy_probe(model, lr: float, steps: int = 150, every: int = 25, seed: int = 
         opt.step()
         if step % every == 0 or step == steps:
             model.eval()
-            accuracy = copy_accuracy(model, gen, length=length)
+            accuracy = copy_accuracy(model, gen, length=length, prefix=prefix)
             model.train()
             curve.append((step, accuracy))
             if reached is None and accuracy >= 0.95:
                 reached = step
     model.eval()
-    norms = residual_norms(model, copy_batch(gen, 4, length)[0])
+    norms = residual_norms(model, copy_batch(gen, 4, length, prefix)[0])
     return ProbeResult(lr, steps, curve, norms, reached)

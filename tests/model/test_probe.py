@@ -16,6 +16,9 @@ def test_copy_batch_scores_only_the_repeat():
     assert ids.shape == (3, 10)
     assert torch.equal(ids[:, 1:5], ids[:, 6:]) and (labels[:, :6] == -100).all()
     assert torch.equal(labels[:, 6:], ids[:, 6:])
+    ids, labels = copy_batch(torch.Generator().manual_seed(1), n=2, length=4, prefix=5)
+    assert ids.shape == (2, 15) and (labels[:, :11] == -100).all() and torch.equal(ids[:, 6:10], ids[:, 11:])
+    assert ((ids[:, 1:6] >= 300) & (ids[:, 1:6] < 400)).all()
 
 
 @pytest.mark.slow

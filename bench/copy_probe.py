@@ -5,8 +5,8 @@
     .venv/bin/python bench/copy_probe.py --lrs 1e-3 --prefix 200 --batch 16 --out bench_out/copy_probe_prefix200.json
 
 For each layout (``hybrid``: the speedrun's tiny preset, three Gated DeltaNet layers then one
-attention layer; ``hybrid2``: DeltaNet and attention alternating; ``attention``: the same model with every layer full attention) and each peak
-learning rate, a fresh model (seed 0, the speedrun's 4,096-token vocabulary size) trains on
+attention layer; ``hybrid2``: DeltaNet and attention alternating; ``attention``: the same model
+with every layer full attention) and each peak learning rate, a fresh model (seed 0, the speedrun's 4,096-token vocabulary size) trains on
 ``botpsy.model.probe``'s copy task and the copy accuracy is recorded every 25 steps, with the
 residual-stream norms at the end. The SFT default learning rate must let the hybrid model copy
 (accuracy >= 0.95 within the probe's steps).

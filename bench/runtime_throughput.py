@@ -40,7 +40,7 @@ from botpsy.config import parse_config
 from botpsy.output import write_benchmark
 from botpsy.runtime.backend import BackendOptions, SamplingConfig
 from botpsy.runtime.generate import Finished, GenerateConfig, chat_prompt, generate, generate_stream
-from botpsy.runtime.llama_backend import BareLlamaLoop, LlamaBackend
+from botpsy.runtime.llama_backend import BareLlamaLoop, LlamaBackend, mask_outside
 from botpsy.runtime.scripted import ScriptedBackend
 from botpsy.world.registry import REGISTRY
 
@@ -98,10 +98,7 @@ def constraint_cost_us(backend: LlamaBackend) -> float:
     for token in ids:
         allowed = constraint.allowed_ids(text)
         if allowed:
-            keep = np.fromiter(allowed, dtype=np.int64)
-            kept = logits[keep].copy()
-            logits[:] = -np.inf
-            logits[keep] = kept
+            mask_outside(logits, allowed)
         text += backend.detokenize([token])
     return 1e6 * (time.perf_counter() - began) / len(ids)
 

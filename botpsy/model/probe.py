@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-IGNORE = -100
+from botpsy.train.encode import IGNORE
+
 ALPHABET = range(100, 200)  # token ids to copy (any ids in the vocabulary will do)
 FILLER = range(300, 400)  # distracting prefix tokens
 OPEN, SEP = 5, 6

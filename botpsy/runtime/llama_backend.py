@@ -90,6 +90,14 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
+def mask_outside(logits: np.ndarray, allowed: set[int]) -> None:
+    """Set every entry of ``logits`` outside ``allowed`` to -inf, in place."""
+    keep = np.fromiter(allowed, dtype=np.int64)
+    kept = logits[keep].copy()
+    logits[:] = -np.inf
+    logits[keep] = kept
+
+
 class LlamaBackend(Backend):
     """A GGUF model in llama.cpp; see the module docstring for how prompts reuse state."""
 
@@ -233,10 +241,7 @@ class LlamaBackend(Backend):
         """Set every logit outside ``allowed`` to -inf in the context's own buffer, which the
         sampler chain reads next (so penalties, top-k/p and temperature apply as usual)."""
         logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self.n_vocab,))
-        keep = np.fromiter(allowed, dtype=np.int64)
-        kept = logits[keep].copy()
-        logits[:] = -np.inf
-        logits[keep] = kept
+        mask_outside(logits, allowed)
 
     # -- the context's state ---------------------------------------------------------------
 

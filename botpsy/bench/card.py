@@ -9,7 +9,10 @@
                      load_average (1, 5, 15 min, at start: a busy machine slows everything),
                      caches {level name: bytes}, last_level_cache_bytes, llama_cpp {llama_cpp_python,
                      system_info}, bandwidth {gb_per_s: Stats, best_gb_per_s, buffer_bytes, threads, method},
-                     energy_source: the RAPL domains read, or "not available here"
+                     energy_source: the RAPL domains read, or "not available here",
+                     speed_probes {copy_gb_per_s: Stats, matmul_gflops: Stats, spread, when} (optional: readings
+                     of the machine's speed before every model in every round; ``spread`` is the largest over
+                     the smallest reading minus one, for the probe that moved most)
     models: [        one entry per GGUF file, in the order given
       name, path, format (llama.cpp file type, e.g. "Q4_K_M"), architecture, file_bytes,
       speaks_botpsy_format (its vocabulary has <|im_start|> and <tool_call> as single tokens),
@@ -117,7 +120,10 @@ MACHINE_SCHEMA = {
                    "llama_cpp": {"type": "object", "required": ["llama_cpp_python", "system_info"]},
                    "bandwidth": {"type": "object", "required": ["gb_per_s", "best_gb_per_s", "buffer_bytes"],
                                  "properties": {"gb_per_s": STATS_SCHEMA, "best_gb_per_s": _NUMBER}},
-                   "energy_source": {"type": ["string", "array"]}},
+                   "energy_source": {"type": ["string", "array"]},
+                   "speed_probes": {"type": "object", "required": ["copy_gb_per_s", "matmul_gflops", "spread"],
+                                    "properties": {"copy_gb_per_s": STATS_SCHEMA, "matmul_gflops": STATS_SCHEMA,
+                                                   "spread": {"type": "number", "minimum": 0}}}},
 }
 CARD_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -237,7 +243,7 @@ def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
 def machine_lines(machine: dict[str, Any]) -> list[str]:
     bandwidth = machine["bandwidth"]
     energy = machine["energy_source"]
-    return [
+    lines = [
         f"- CPU: {machine['cpu_model']}, {machine['physical_cores']} cores / {machine['logical_cores']} threads; "
         f"bench used {machine['threads_used']} threads; load average at start {machine.get('load_average', '?')}",
         f"- Memory: {machine['memory_bytes'] / (1 << 30):.1f} GiB; last-level cache "
@@ -248,6 +254,13 @@ def machine_lines(machine: dict[str, Any]) -> list[str]:
         f"best {bandwidth['best_gb_per_s']:.2f} GB/s, median {bandwidth['gb_per_s']['median']:.2f}",
         f"- Energy: {', '.join(energy) if isinstance(energy, list) else energy}",
     ]
+    probes = machine.get("speed_probes")
+    if probes:
+        copy, matmul = probes["copy_gb_per_s"], probes["matmul_gflops"]
+        lines.append(f"- Machine speed over the run ({copy['n']} probes, {probes.get('when', '')}): copy "
+                     f"{copy['min']:.1f}-{copy['max']:.1f} GB/s, matrix product {matmul['min']:.1f}-{matmul['max']:.1f} "
+                     f"GFLOP/s; spread {probes['spread']:.1%} (drift of the machine itself, not of the models)")
+    return lines
 
 
 def model_lines(model: dict[str, Any]) -> list[str]:

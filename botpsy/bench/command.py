@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from botpsy.bench.card import NOT_AVAILABLE, SCHEMA_VERSION, load_card, pool, write_card
-from botpsy.bench.compare import compare_cards, compare_markdown
+from botpsy.bench.card import NOT_AVAILABLE, SCHEMA_VERSION, load_card, pool, summarize, write_card
+from botpsy.bench.compare import compare_cards, compare_markdown, machine_spread
 from botpsy.bench.machine import RaplMeter, describe_machine
 from botpsy.bench.measure import Settings, bench_model, finish_entry
 from botpsy.bench.plots import write_plots
-from botpsy.bench.roofline import measure_bandwidth
+from botpsy.bench.roofline import measure_bandwidth, speed_probe
 from botpsy.config import config_to_dict
 from botpsy.output import emit
 
@@ -92,11 +92,18 @@ def run_bench(config: BenchConfig, log=print) -> dict[str, Any]:
     meter = RaplMeter.open()
     machine["energy_source"] = meter.names() if meter else NOT_AVAILABLE
     bandwidth, cache = machine["bandwidth"]["best_gb_per_s"], machine["last_level_cache_bytes"]
-    rounds = []
+    rounds, probes = [], []
+    probe = lambda: probes.append(speed_probe(settings.threads, (16 if config.quick else 64) << 20))  # noqa: E731
     for number in range(1, config.rounds + 1):
         if config.rounds > 1:
             log(f"round {number} of {config.rounds}")
-        rounds.append([bench_model(path, settings, bandwidth, cache, meter, log) for path in paths])
+        entries = []
+        for path in paths:
+            probe()
+            entries.append(bench_model(path, settings, bandwidth, cache, meter, log))
+        rounds.append(entries)
+    probe()
+    machine["speed_probes"] = speed_probe_record(probes)
     models = [finish_entry(pool(list(entries)), path, bandwidth, cache) for path, entries in zip(paths, zip(*rounds))]
     card = {"schema_version": SCHEMA_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "settings": {**config_to_dict(config), "resolved": config_to_dict(settings)}, "machine": machine,
@@ -104,6 +111,18 @@ def run_bench(config: BenchConfig, log=print) -> dict[str, Any]:
     card["plots"] = [p.name for p in write_plots(card, config.out)]
     write_card(card, config.out)
     return card
+
+
+def speed_probe_record(probes: list[dict[str, float]]) -> dict[str, Any]:
+    """The card's ``machine.speed_probes``: Stats of every reading, and their relative spread.
+
+    >>> speed_probe_record([{"copy_gb_per_s": 10.0, "matmul_gflops": 50.0}, {"copy_gb_per_s": 11.0, "matmul_gflops": 40.0}])["spread"]
+    0.25
+    """
+    record: dict[str, Any] = {key: summarize([p[key] for p in probes]) for key in probes[0]}
+    record["spread"] = machine_spread(record)
+    record["when"] = "before every model in every round, and once at the end"
+    return record
 
 
 def run_compare(config: BenchConfig) -> dict[str, Any]:

@@ -7,8 +7,19 @@ counts are the union over all cards; a figure a card does not have is "-". Write
 ``compare.md``.
 
 With cards of the same model files (repeated runs, or one file on two devices), ``agreement``
-checks each repeated measurement against the noise the cards report: a figure agrees when
-the runs' ``[min, max]`` ranges overlap (there is a value every run could have measured).
+checks each repeated measurement against the noise the cards report. Two kinds of noise:
+
+* the repetitions' own: a figure agrees *strictly* when the runs' ``[min, max]`` ranges overlap
+  (there is a value every run could have measured);
+* the machine's drift: a shared or virtual machine runs faster or slower from one minute to
+  the next, for reasons outside the bench. Each card records speed probes (a short copy and a
+  matrix product, ``roofline.speed_probe``) taken before every model in every round. Their
+  relative spread over all the compared cards (``drift``: largest over smallest reading, minus
+  one, for the probe that moved most) is how much the machine itself changed, and a figure
+  *agrees* when the ranges overlap once each is widened by that factor,
+  ``[min / (1 + drift), max * (1 + drift)]``. Cards without probes give a drift of 0, so the
+  check is then the strict one.
+
 Derived single numbers (the roofline fraction, a bandwidth's best) are not checked; the
 Stats they come from are.
 
@@ -92,20 +103,43 @@ def stat_figures(cards: list[dict[str, Any]]) -> list[tuple[str, Getter]]:
     return figures
 
 
-def ranges_overlap(stats: list[dict[str, Any]]) -> bool:
-    """True when one value lies inside every ``[min, max]``.
+def ranges_overlap(stats: list[dict[str, Any]], drift: float = 0.0) -> bool:
+    """True when one value lies inside every ``[min, max]``, each widened by the factor ``1 + drift``.
 
     >>> ranges_overlap([{"min": 1, "max": 3}, {"min": 2.5, "max": 4}])
     True
     >>> ranges_overlap([{"min": 1, "max": 2}, {"min": 2.5, "max": 4}])
     False
+    >>> ranges_overlap([{"min": 1, "max": 2}, {"min": 2.5, "max": 4}], drift=0.2)
+    True
     """
-    return max(s["min"] for s in stats) <= min(s["max"] for s in stats)
+    return max(s["min"] for s in stats) / (1 + drift) <= min(s["max"] for s in stats) * (1 + drift)
+
+
+def machine_spread(probes: dict[str, Any]) -> float:
+    """Largest over smallest reading, minus one, for the speed probe that moved most.
+
+    >>> machine_spread({"copy_gb_per_s": {"min": 10, "max": 12}, "matmul_gflops": {"min": 40, "max": 42}, "when": "x"})
+    0.2
+    """
+    spreads = [v["max"] / v["min"] - 1 for v in probes.values() if isinstance(v, dict) and v.get("min", 0) > 0]
+    return round(max(spreads, default=0.0), 4)
+
+
+def machine_drift(cards: list[dict[str, Any]]) -> float:
+    """The speed probes' spread over all ``cards`` together (0 when a card has none)."""
+    probes = [card["machine"].get("speed_probes") for card in cards]
+    if not probes or any(p is None for p in probes):
+        return 0.0
+    kinds = [k for k, v in probes[0].items() if isinstance(v, dict) and all(k in p for p in probes)]
+    return machine_spread({k: {"min": min(p[k]["min"] for p in probes), "max": max(p[k]["max"] for p in probes)}
+                           for k in kinds})
 
 
 def agreement(sources: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """Repeated measurements of the same model (same file name and format) across the cards."""
     cards = [card for _, card in sources]
+    drift = machine_drift(cards)
     keys = [{(m["name"], m["format"]): m for m in card["models"]} for card in cards]
     shared = [k for k in keys[0] if all(k in other for other in keys[1:])]
     figures = []
@@ -117,10 +151,12 @@ def agreement(sources: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                 continue
             figures.append({"model": name, "format": fmt, "metric": metric, "same_file_size": same_file,
                             "ranges": [[s["min"], s["max"]] for s in stats], "medians": [s["median"] for s in stats],
-                            "agrees": ranges_overlap(stats)})
-    agreeing = sum(f["agrees"] for f in figures)
-    return {"rule": "a figure agrees when the runs' [min, max] ranges overlap", "models": [list(k) for k in shared],
-            "compared": len(figures), "agreeing": agreeing, "figures": figures}
+                            "agrees_strictly": ranges_overlap(stats), "agrees": ranges_overlap(stats, drift)})
+    return {"rule": (f"a figure agrees when the runs' [min, max] ranges overlap once widened by the machine's drift "
+                     f"({drift:.1%}, from the cards' speed probes)"),
+            "drift": drift, "models": [list(k) for k in shared], "compared": len(figures),
+            "agreeing": sum(f["agrees"] for f in figures),
+            "agreeing_strictly": sum(f["agrees_strictly"] for f in figures), "figures": figures}
 
 
 def compare_cards(sources: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -145,13 +181,16 @@ def agreement_lines(result: dict[str, Any] | None) -> list[str]:
     lines = ["## Agreement of repeated measurements", "",
              f"{result['agreeing']} of {result['compared']} figures agree ({result['rule']}), over "
              + ", ".join(f"{name} ({fmt})" for name, fmt in result["models"]) + "."]
+    if "agreeing_strictly" in result:
+        lines += ["", f"Without the drift allowance (ranges as measured): {result['agreeing_strictly']} of "
+                  f"{result['compared']} agree."]
     differing = [f for f in result["figures"] if not f["same_file_size"]]
     if differing:
         lines.append("Files of the same name differ in size between the cards: "
                      + ", ".join(sorted({f["model"] for f in differing})) + " (not the same model).")
     misses = [f for f in result["figures"] if not f["agrees"]]
     if misses:
-        lines += ["", "Figures whose ranges do not overlap:", ""]
+        lines += ["", "Figures whose ranges do not overlap (even widened by the drift):", ""]
         lines += md_table(["model", "figure", "ranges [min, max]"],
                           [[f"{f['model']} ({f['format']})", f["metric"], "; ".join(f"{a:g}-{b:g}" for a, b in f["ranges"])]
                            for f in misses])

@@ -62,6 +62,30 @@ def measure_bandwidth(threads: int = 1, buffer_bytes: int = 256 << 20, rounds: i
             "threads": threads, "method": "numpy copyto, one slice per thread; bytes read + written (STREAM copy)"}
 
 
+def speed_probe(threads: int = 1, copy_bytes: int = 64 << 20, size: int = 384, reps: int = 3) -> dict[str, float]:
+    """One reading of how fast the machine is right now: ``{"copy_gb_per_s", "matmul_gflops"}``.
+
+    A short streaming copy (memory-bound work, like decoding a model larger than the caches)
+    and a float32 matrix product (compute-bound work, like prefill), each the best of
+    ``reps`` back-to-back runs so that one interrupted run does not count. The bench takes a
+    reading before every model in every round; their spread over a card, and between cards,
+    is the machine's own drift, which ``compare.agreement`` allows for.
+    """
+    import numpy as np
+
+    copy = measure_bandwidth(threads, copy_bytes, rounds=reps)["best_gb_per_s"]
+    rng = np.random.default_rng(0)
+    left, right = rng.standard_normal((size, size), dtype=np.float32), rng.standard_normal((size, size), dtype=np.float32)
+    left @ right  # warm-up
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        for _ in range(8):
+            left @ right
+        best = min(best, time.perf_counter() - start)
+    return {"copy_gb_per_s": copy, "matmul_gflops": round(8 * 2 * size**3 / best / 1e9, 3)}
+
+
 def bytes_per_token(path: str | Path) -> dict[str, Any]:
     """The bytes one decode step reads from the model's weights (see the module docstring)."""
     from gguf import GGUFReader

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from botpsy.bench.card import NOT_AVAILABLE, CardError, card_markdown, load_card, summarize, validate_card, write_card
+from botpsy.bench import command
 from botpsy.bench.compare import compare_cards, compare_markdown
 
 
@@ -134,6 +135,32 @@ def test_agreement_checks_repeated_figures_of_the_same_model_by_range_overlap():
     assert "5 of 6 figures agree" in markdown and "| m-q8_0 (Q8_0) | decode tok/s @ 256 | 810-990; 540-660 |" in markdown
 
 
+def test_agreement_allows_for_the_drift_the_cards_speed_probes_measured():
+    first, second = make_card(), make_card()
+    # The second run decodes 38% slower: 504-616 tok/s, outside the first run's 810-990.
+    second["models"][0]["throughput"][0]["decode_tokens_per_s"] = stats(560.0)
+    strict = compare_cards([("a.json", first), ("b.json", second)])["agreement"]
+    assert strict["drift"] == 0.0 and strict["agreeing"] == strict["agreeing_strictly"] == strict["compared"] - 1
+    # The probes say the machine itself ran 10% slower during the second run: 810 / 1.1 = 736 is
+    # still above 616 * 1.1 = 678, so the figure still disagrees ...
+    first["machine"]["speed_probes"] = command.speed_probe_record([{"copy_gb_per_s": 20.0, "matmul_gflops": 50.0}])
+    second["machine"]["speed_probes"] = command.speed_probe_record([{"copy_gb_per_s": 20.0, "matmul_gflops": 45.4545}])
+    for card in (first, second):
+        validate_card(card)
+    slower = compare_cards([("a.json", first), ("b.json", second)])["agreement"]
+    assert slower["drift"] == pytest.approx(0.1, abs=1e-3)
+    assert slower["agreeing"] == slower["compared"] - 1
+    # ... and with 20% drift it agrees (810 / 1.2 = 675 <= 616 * 1.2 = 739), strictly still not.
+    second["machine"]["speed_probes"] = command.speed_probe_record([{"copy_gb_per_s": 16.6667, "matmul_gflops": 50.0}])
+    table = compare_cards([("a.json", first), ("b.json", second)])
+    drifted = table["agreement"]
+    assert drifted["drift"] == pytest.approx(0.2, abs=1e-3)
+    assert (drifted["agreeing"], drifted["agreeing_strictly"]) == (drifted["compared"], drifted["compared"] - 1)
+    markdown = compare_markdown(table)
+    assert "drift (20.0%" in markdown and f"{drifted['compared'] - 1} of {drifted['compared']} agree" in markdown
+    assert "Machine speed over the run" in card_markdown(second)
+
+
 def test_agreement_says_when_no_model_is_in_every_card():
     first = make_card(models=[model_entry("a", "Q8_0", [10], [256])])
     second = make_card(models=[model_entry("b", "Q8_0", [10], [256])])
@@ -147,7 +174,7 @@ def test_doctests():
 
     from botpsy.bench import card, compare
 
-    for module in (card, compare):
+    for module in (card, compare, command):
         assert doctest.testmod(module).failed == 0
 
 

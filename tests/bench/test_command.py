@@ -100,6 +100,8 @@ def test_compare_two_runs_through_the_cli(quick_card, bench_ggufs, tmp_path, mon
     # --quick records one repetition; two rounds pool two values into every figure
     assert energy["domains"] == ["intel-rapl:0 (fake)"] and energy["decode_joules_per_token"]["n"] == 2
     assert model["load_ms"]["n"] == 2 and model["throughput"][0]["decode_tokens_per_s"]["n"] == 2
+    probes = second["machine"]["speed_probes"]  # before the model in each round, and at the end
+    assert probes["matmul_gflops"]["n"] == probes["copy_gb_per_s"]["n"] == 3 and probes["spread"] >= 0
     assert model["roofline"]["measured_decode_tokens_per_s"] == pytest.approx(
         model["throughput"][0]["decode_tokens_per_s"]["median"], abs=0.05)
     capsys.readouterr()
@@ -115,6 +117,7 @@ def test_compare_two_runs_through_the_cli(quick_card, bench_ggufs, tmp_path, mon
     assert "Device cards compared" in (compare_dir / "compare.md").read_text()
     assert table["agreement"]["models"] == [["model-q8_0", "Q8_0"]]  # the file benched in both runs
     assert table["agreement"]["compared"] >= 4
+    assert table["agreement"]["drift"] >= probes["spread"]  # both cards' probes together
 
 
 def test_bad_input_is_refused_with_a_clear_message(tmp_path, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from botpsy.bench.roofline import bytes_per_token, measure_bandwidth, roofline
+from botpsy.bench.roofline import bytes_per_token, measure_bandwidth, roofline, speed_probe
 
 VOCAB, HIDDEN, FFN = 100, 32, 64
 
@@ -57,3 +57,9 @@ def test_bandwidth_probe_reports_every_round(tmp_path):
     assert result["gb_per_s"]["n"] == 3 and result["threads"] == 2
     assert result["buffer_bytes"] == 8 << 20
     assert result["best_gb_per_s"] == result["gb_per_s"]["max"] > 0
+
+
+def test_speed_probe_reads_copy_bandwidth_and_matmul_speed():
+    reading = speed_probe(threads=1, copy_bytes=4 << 20, size=64, reps=2)
+    assert set(reading) == {"copy_gb_per_s", "matmul_gflops"}
+    assert reading["copy_gb_per_s"] > 0 and reading["matmul_gflops"] > 0

@@ -11,14 +11,14 @@ checks each repeated measurement against the noise the cards report. Two kinds o
 
 * the repetitions' own: a figure agrees *strictly* when the runs' ``[min, max]`` ranges overlap
   (there is a value every run could have measured);
-* the machine's drift: a shared or virtual machine runs faster or slower from one minute to
-  the next, for reasons outside the bench. Each card records speed probes (a short copy and a
-  matrix product, ``roofline.speed_probe``) taken before every model in every round. Their
-  relative spread over all the compared cards (``drift``: largest over smallest reading, minus
-  one, for the probe that moved most) is how much the machine itself changed, and a figure
-  *agrees* when the ranges overlap once each is widened by that factor,
-  ``[min / (1 + drift), max * (1 + drift)]``. Cards without probes give a drift of 0, so the
-  check is then the strict one.
+* the machine's drift between runs: a shared or virtual machine runs faster or slower from one
+  run to the next, for reasons outside the bench. Each card records speed probes (a short copy
+  and a matrix product, ``roofline.speed_probe``) taken before every model in every round. How
+  far their medians moved between the compared cards (``drift``: largest over smallest median,
+  minus one, for the probe that moved most) is how much the machine itself changed, and a figure
+  *agrees* when the runs' ranges are at most that factor apart: the highest ``min`` is at most
+  the lowest ``max`` times ``1 + drift``. Cards without probes give a drift of 0, so the check
+  is then the strict one.
 
 Derived single numbers (the roofline fraction, a bandwidth's best) are not checked; the
 Stats they come from are.
@@ -104,16 +104,18 @@ def stat_figures(cards: list[dict[str, Any]]) -> list[tuple[str, Getter]]:
 
 
 def ranges_overlap(stats: list[dict[str, Any]], drift: float = 0.0) -> bool:
-    """True when one value lies inside every ``[min, max]``, each widened by the factor ``1 + drift``.
+    """True when one value lies inside every ``[min, max]``, allowing the runs to differ by the
+    factor ``1 + drift`` (the highest minimum is at most the lowest maximum times ``1 + drift``).
 
     >>> ranges_overlap([{"min": 1, "max": 3}, {"min": 2.5, "max": 4}])
     True
     >>> ranges_overlap([{"min": 1, "max": 2}, {"min": 2.5, "max": 4}])
     False
-    >>> ranges_overlap([{"min": 1, "max": 2}, {"min": 2.5, "max": 4}], drift=0.2)
-    True
+    >>> ranges_overlap([{"min": 1, "max": 2}, {"min": 2.5, "max": 4}], drift=0.2), ranges_overlap(
+    ...     [{"min": 1, "max": 2}, {"min": 2.5, "max": 4}], drift=0.25)
+    (False, True)
     """
-    return max(s["min"] for s in stats) / (1 + drift) <= min(s["max"] for s in stats) * (1 + drift)
+    return max(s["min"] for s in stats) <= min(s["max"] for s in stats) * (1 + drift)
 
 
 def machine_spread(probes: dict[str, Any]) -> float:
@@ -127,12 +129,19 @@ def machine_spread(probes: dict[str, Any]) -> float:
 
 
 def machine_drift(cards: list[dict[str, Any]]) -> float:
-    """The speed probes' spread over all ``cards`` together (0 when a card has none)."""
+    """How far the machine's typical speed moved between the cards: for each speed probe, the
+    largest over the smallest of the cards' *median* readings, minus one; the largest of these
+    (0 when a card has no probes).
+
+    Within one card the figures' own [min, max] already span the drift over its rounds; what
+    they cannot see is the machine being faster or slower during another run. Medians of a
+    dozen readings ignore single jittery probes, so this is the shift between runs.
+    """
     probes = [card["machine"].get("speed_probes") for card in cards]
     if not probes or any(p is None for p in probes):
         return 0.0
     kinds = [k for k, v in probes[0].items() if isinstance(v, dict) and all(k in p for p in probes)]
-    return machine_spread({k: {"min": min(p[k]["min"] for p in probes), "max": max(p[k]["max"] for p in probes)}
+    return machine_spread({k: {"min": min(p[k]["median"] for p in probes), "max": max(p[k]["median"] for p in probes)}
                            for k in kinds})
 
 
@@ -152,8 +161,8 @@ def agreement(sources: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             figures.append({"model": name, "format": fmt, "metric": metric, "same_file_size": same_file,
                             "ranges": [[s["min"], s["max"]] for s in stats], "medians": [s["median"] for s in stats],
                             "agrees_strictly": ranges_overlap(stats), "agrees": ranges_overlap(stats, drift)})
-    return {"rule": (f"a figure agrees when the runs' [min, max] ranges overlap once widened by the machine's drift "
-                     f"({drift:.1%}, from the cards' speed probes)"),
+    return {"rule": (f"a figure agrees when the runs' [min, max] ranges are no further apart than the machine's drift "
+                     f"between the runs ({drift:.1%}, from the medians of the cards' speed probes)"),
             "drift": drift, "models": [list(k) for k in shared], "compared": len(figures),
             "agreeing": sum(f["agrees"] for f in figures),
             "agreeing_strictly": sum(f["agrees_strictly"] for f in figures), "figures": figures}
@@ -190,7 +199,7 @@ def agreement_lines(result: dict[str, Any] | None) -> list[str]:
                      + ", ".join(sorted({f["model"] for f in differing})) + " (not the same model).")
     misses = [f for f in result["figures"] if not f["agrees"]]
     if misses:
-        lines += ["", "Figures whose ranges do not overlap (even widened by the drift):", ""]
+        lines += ["", "Figures further apart than the drift allows:", ""]
         lines += md_table(["model", "figure", "ranges [min, max]"],
                           [[f"{f['model']} ({f['format']})", f["metric"], "; ".join(f"{a:g}-{b:g}" for a, b in f["ranges"])]
                            for f in misses])

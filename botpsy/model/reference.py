@@ -109,8 +109,41 @@ def hf_config(spec: ModelSpec, vocab_size: int, eos_token_id: int, pad_token_id:
     )
 
 
-def build_model(spec: ModelSpec, tokenizer, seed: int = 0):
-    """A freshly initialised ``Qwen3_5ForCausalLM`` sized for ``tokenizer``."""
+DECAY_INITS = ("log_uniform", "transformers")
+
+
+def init_linear_decay(model, seed: int = 0, dt_min: float = 1e-3, dt_max: float = 0.1) -> None:
+    """Give each Gated DeltaNet head a time step ``dt`` drawn log-uniformly from [dt_min, dt_max].
+
+    A head's state decays per token by ``exp(-A * softplus(a_t + dt_bias))``; with the input
+    term ``a_t`` near 0 at initialisation, ``softplus(dt_bias) = dt``. transformers' own init
+    (meant for loading trained weights) sets ``dt_bias = 1``, so with ``A`` up to 16 most heads
+    forget within a token or two, and a from-scratch model must first learn to remember. Here
+    ``dt_bias`` is the inverse softplus of ``dt``, as the Mamba and flash-linear-attention
+    layers initialise it, so heads start with memories from about one token to thousands.
+    """
+    import math
+
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    for module in model.modules():
+        if not (hasattr(module, "dt_bias") and hasattr(module, "A_log")):
+            continue
+        heads = module.dt_bias.shape[0]
+        dt = torch.exp(torch.rand(heads, generator=generator) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+        with torch.no_grad():
+            module.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus(dt_bias) == dt
+
+
+def build_model(spec: ModelSpec, tokenizer, seed: int = 0, decay_init: str = "log_uniform"):
+    """A freshly initialised ``Qwen3_5ForCausalLM`` sized for ``tokenizer``.
+
+    ``decay_init`` sets the Gated DeltaNet time steps: ``"log_uniform"`` (``init_linear_decay``)
+    or ``"transformers"`` (the library's ``dt_bias = 1``).
+    """
+    if decay_init not in DECAY_INITS:
+        raise ValueError(f"unknown decay_init {decay_init!r}; choose from {', '.join(DECAY_INITS)}")
     import torch
     from transformers import Qwen3_5ForCausalLM
 
@@ -125,6 +158,8 @@ def build_model(spec: ModelSpec, tokenizer, seed: int = 0):
         pad_token_id=tokenizer.pad_token_id,
     )
     model = Qwen3_5ForCausalLM(config)
+    if decay_init == "log_uniform":
+        init_linear_decay(model, seed=seed)
     model.generation_config.eos_token_id = [config.eos_token_id, tokenizer.convert_tokens_to_ids("<|endoftext|>")]
     model.generation_config.pad_token_id = config.pad_token_id
     return model
@@ -146,6 +181,9 @@ class InitConfig:
     intermediate_size: int | None = field(default=None, metadata={"help": "Override the preset's MLP width."})
     full_attention_interval: int | None = field(default=None, metadata={"help": "Override how often a layer is full attention (every Nth; the rest are Gated DeltaNet)."})
     seed: int = field(default=0, metadata={"help": "Initialisation seed."})
+    decay_init: str = field(default="log_uniform", metadata={
+        "help": "Gated DeltaNet time steps: log-uniform in [0.001, 0.1] (Mamba-style, for training from scratch) or "
+                "transformers' dt_bias = 1 (most heads then forget within a token or two).", "choices": list(DECAY_INITS)})
     json: bool = field(default=False, metadata={"help": "Print the result as JSON."})
 
 
@@ -160,8 +198,9 @@ def main(config: InitConfig) -> int:
 
     spec = spec_from_config(config)
     tokenizer = load_tokenizer(config.tokenizer)
-    model = build_model(spec, tokenizer, seed=config.seed)
+    model = build_model(spec, tokenizer, seed=config.seed, decay_init=config.decay_init)
     meta: dict[str, Any] = {"spec": dataclasses.asdict(spec), "preset": config.preset, "seed": config.seed,
+                            "decay_init": config.decay_init,
                             "tokenizer": config.tokenizer, "quantization_problems": spec.quantization_problems()}
     save_checkpoint(model, tokenizer, config.out, stage="base", meta=meta)
     result = {"out": config.out, "parameters": count_parameters(model), "layer_types": spec.layer_types,

@@ -98,3 +98,20 @@ def test_init_cli(tiny_tokenizer, tmp_path, capsys):
     assert result["parameters"] > 0 and len(result["layer_types"]) == 2
     meta = json.loads((out / "meta.json").read_text())
     assert meta["stage"] == "base" and meta["spec"]["num_hidden_layers"] == 2
+
+
+def test_log_uniform_decay_init_gives_heads_long_and_short_memories(tiny_tokenizer):
+    import torch
+    import torch.nn.functional as F
+
+    from botpsy.model.reference import ModelSpec, build_model
+
+    spec = ModelSpec(num_hidden_layers=4, full_attention_interval=4)
+    fresh = build_model(spec, tiny_tokenizer, seed=0)
+    library = build_model(spec, tiny_tokenizer, seed=0, decay_init="transformers")
+    steps = torch.cat([F.softplus(m.dt_bias) for m in fresh.modules() if hasattr(m, "dt_bias")])
+    assert steps.numel() == 3 * spec.linear_num_value_heads
+    assert bool(((steps > 0.999e-3) & (steps < 0.1001)).all()) and steps.max() / steps.min() > 10
+    assert all(bool((m.dt_bias == 1).all()) for m in library.modules() if hasattr(m, "dt_bias"))
+    with pytest.raises(ValueError, match="decay_init"):
+        build_model(spec, tiny_tokenizer, decay_init="zeros")

@@ -47,7 +47,10 @@ def chat_examples(n: int, offset: int = 0) -> list[dict]:
 def build_trained(tokenizer, seed: int = 0, steps: int = 8, lr: float = 1e-2):
     from botpsy.model.reference import ModelSpec, build_model
 
-    model = build_model(ModelSpec(num_hidden_layers=2, full_attention_interval=2), tokenizer, seed=seed)
+    # transformers' DeltaNet init: after these few steps at a high rate it leaves varied greedy
+    # text, which the batching checks need (the log-uniform default collapses to one token here).
+    model = build_model(ModelSpec(num_hidden_layers=2, full_attention_interval=2), tokenizer, seed=seed,
+                        decay_init="transformers")
     texts = SAMPLE_TEXTS[:6] + [first_turn_prompt(e) for e in chat_examples(4)]
     train_briefly(model, tokenizer, texts, steps=steps, lr=lr, seq_len=64)
     return model

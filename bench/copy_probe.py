@@ -32,6 +32,10 @@ class ProbeBenchConfig:
     steps: int = field(default=150, metadata={"help": "Training steps per probe."})
     prefix: int = field(default=0, metadata={"help": "Random filler tokens before the string (distance to copy across)."})
     batch: int = field(default=32, metadata={"help": "Sequences per step."})
+    decay_init: str = field(default="transformers", metadata={
+        "help": "Gated DeltaNet time steps of the fresh models: transformers' dt_bias = 1 (what "
+                "bench_out/copy_probe.json was measured with) or log_uniform (botpsy init's default).",
+        "choices": ["transformers", "log_uniform"]})
     threads: int = field(default=2, metadata={"help": "torch threads."})
     out: str = field(default="bench_out/copy_probe.json", metadata={"help": "Result JSON."})
     json: bool = field(default=False, metadata={"help": "Print the result as JSON."})
@@ -46,7 +50,7 @@ def run(config: ProbeBenchConfig) -> dict:
 
     from botpsy.model import cpu_kernels
     from botpsy.model.probe import copy_probe
-    from botpsy.model.reference import PRESETS, hf_config
+    from botpsy.model.reference import PRESETS, hf_config, init_linear_decay
     from botpsy.train.sft import SFTConfig
 
     cpu_kernels.install()
@@ -57,6 +61,8 @@ def run(config: ProbeBenchConfig) -> dict:
         for lr in (float(x) for x in config.lrs.split(",")):
             torch.manual_seed(0)
             model = Qwen3_5ForCausalLM(hf_config(spec, vocab_size=4096, eos_token_id=2, pad_token_id=0))
+            if config.decay_init == "log_uniform":
+                init_linear_decay(model, seed=0)
             start = time.perf_counter()
             result = copy_probe(model, lr, steps=config.steps, prefix=config.prefix, batch=config.batch)
             rows.append({"layout": layout, "layer_types": spec.layer_types, "lr": lr,

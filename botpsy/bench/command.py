@@ -92,17 +92,17 @@ def run_bench(config: BenchConfig, log=print) -> dict[str, Any]:
     meter = RaplMeter.open()
     machine["energy_source"] = meter.names() if meter else NOT_AVAILABLE
     bandwidth, cache = machine["bandwidth"]["best_gb_per_s"], machine["last_level_cache_bytes"]
+    probe_bytes = (16 if config.quick else 64) << 20
     rounds, probes = [], []
-    probe = lambda: probes.append(speed_probe(settings.threads, (16 if config.quick else 64) << 20))  # noqa: E731
     for number in range(1, config.rounds + 1):
         if config.rounds > 1:
             log(f"round {number} of {config.rounds}")
         entries = []
         for path in paths:
-            probe()
+            probes.append(speed_probe(settings.threads, probe_bytes))
             entries.append(bench_model(path, settings, bandwidth, cache, meter, log))
         rounds.append(entries)
-    probe()
+    probes.append(speed_probe(settings.threads, probe_bytes))
     machine["speed_probes"] = speed_probe_record(probes)
     models = [finish_entry(pool(list(entries)), path, bandwidth, cache) for path, entries in zip(paths, zip(*rounds))]
     card = {"schema_version": SCHEMA_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -190,9 +190,8 @@ def agreement_lines(result: dict[str, Any] | None) -> list[str]:
     lines = ["## Agreement of repeated measurements", "",
              f"{result['agreeing']} of {result['compared']} figures agree ({result['rule']}), over "
              + ", ".join(f"{name} ({fmt})" for name, fmt in result["models"]) + "."]
-    if "agreeing_strictly" in result:
-        lines += ["", f"Without the drift allowance (ranges as measured): {result['agreeing_strictly']} of "
-                  f"{result['compared']} agree."]
+    lines += ["", f"Without the drift allowance (ranges as measured): {result['agreeing_strictly']} of "
+              f"{result['compared']} agree."]
     differing = [f for f in result["figures"] if not f["same_file_size"]]
     if differing:
         lines.append("Files of the same name differ in size between the cards: "

@@ -270,6 +270,8 @@ def build_summary(results: dict[str, dict[str, list[dict]]], models: dict[str, s
                                     "metrics": model_metrics(per_suite)}
     summary["reasoning_tokens_per_correct"] = {
         s: metrics.reasoning_tokens_per_correct({label: results[label][s] for label in results}) for s in suites}
+    summary["reasoning_tokens_spent"] = {
+        s: {label: metrics.reasoning_tokens_spent(results[label][s]) for label in results} for s in suites}
     return summary
 
 

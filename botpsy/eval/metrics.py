@@ -145,6 +145,26 @@ def reasoning_tokens_per_correct(records_by_model: dict[str, list[dict]]) -> dic
     return {"items": len(common), "per_model": per_model}
 
 
+def reasoning_tokens_spent(records: list[dict]) -> dict[str, Any]:
+    """All the reasoning tokens one model spent on a suite, divided by the items it got right.
+
+    The companion of ``reasoning_tokens_per_correct``: that one compares models on the items all
+    of them solved, so it is undefined when one model solves nothing (an untrained base). This one
+    is defined for each model alone and charges it for the reasoning of its failures too;
+    ``per_correct`` is None when nothing was right (the tokens were spent for no answer).
+
+    >>> reasoning_tokens_spent([{"id": "1", "correct": True, "generations": [{"reasoning_tokens": 10}]},
+    ...                         {"id": "2", "correct": False, "generations": [{"reasoning_tokens": 30}]}])
+    {'items': 2, 'correct': 1, 'reasoning_tokens': 40, 'per_correct': 40.0}
+    >>> reasoning_tokens_spent([{"id": "1", "correct": False, "generations": [{"reasoning_tokens": 7}]}])
+    {'items': 1, 'correct': 0, 'reasoning_tokens': 7, 'per_correct': None}
+    """
+    correct = sum(bool(r.get("correct")) for r in records)
+    total = sum(reasoning_tokens(r) for r in records)
+    return {"items": len(records), "correct": correct, "reasoning_tokens": total,
+            "per_correct": round(total / correct, 1) if correct else None}
+
+
 def turns_per_solved_task(device_records: list[dict], kinds: tuple[str, ...] = MULTI_TURN_KINDS) -> dict[str, Any]:
     """Assistant turns and tool calls per solved multi-turn device task (the agent's own counts,
     format retries included: they cost time on the device).

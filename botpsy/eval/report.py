@@ -94,12 +94,32 @@ def markdown_table(summary: dict) -> str:
     for name, figure, kind in suite_rows(summary) + METRIC_ROWS:
         show = pct if kind == "pct" else num
         lines.append(f"| {name} | " + " | ".join(show(figure(e)) for e in entries) + " |")
-    for suite, result in summary.get("reasoning_tokens_per_correct", {}).items():
-        values = [num(result["per_model"].get(label)) for label in labels]
-        lines.append(f"| reasoning tokens per correct {suite} item ({result['items']} items all got right) | "
-                     + " | ".join(values) + " |")
+    lines += ["| " + " | ".join(row) + " |" for row in reasoning_rows(summary, labels)]
     lines += quant_lines(summary) + left_out_lines(summary)
     return "\n".join(lines)
+
+
+def spent_cell(result: dict | None) -> str:
+    """``reasoning_tokens_spent`` for one model: tokens per correct item, or what went for nothing."""
+    if not result or not result["items"]:
+        return "-"
+    if result["per_correct"] is None:
+        return f"none correct ({result['reasoning_tokens']:,} spent)"
+    return num(result["per_correct"])
+
+
+def reasoning_rows(summary: dict, labels: list[str]) -> list[list[str]]:
+    """Per suite, two rows: reasoning tokens per correct item on the items every model got right
+    (the report's measure), and all reasoning tokens over each model's own correct items."""
+    rows = []
+    for suite, result in (summary.get("reasoning_tokens_per_correct") or {}).items():
+        rows.append([f"reasoning tokens per correct {suite} item ({result['items']} items all got right)"]
+                    + [num(result["per_model"].get(label)) for label in labels])
+        spent = (summary.get("reasoning_tokens_spent") or {}).get(suite)
+        if spent is not None:
+            rows.append([f"reasoning tokens spent per correct {suite} item (all items, each model alone)"]
+                        + [spent_cell(spent.get(label)) for label in labels])
+    return rows
 
 
 def quant_lines(summary: dict) -> list[str]:

@@ -66,9 +66,7 @@ def figure_table(summary: dict, labels: list[str], rows: list[Row]) -> list[str]
     """Figures as rows, the ``labels`` models as columns, then reasoning tokens per correct answer."""
     entries = [summary["models"][label] for label in labels]
     body = [[name] + [(pct if kind == "pct" else num)(figure(entry)) for entry in entries] for name, figure, kind in rows]
-    for suite, result in (summary.get("reasoning_tokens_per_correct") or {}).items():
-        body.append([f"reasoning tokens per correct {suite} answer ({result['items']} items all got right)"]
-                    + [num(result["per_model"].get(label)) for label in labels])
+    body += eval_report.reasoning_rows(summary, labels)
     return md_table(["figure"] + labels, body)
 
 

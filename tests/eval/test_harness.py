@@ -72,6 +72,8 @@ def test_two_models_side_by_side(tmp_path, device_tasks, capsys):
     assert summary["models"]["gold"]["metrics"]["multi_turn_solved"]["solved"] == 1
     # the gold model solves all; the comparison of reasoning tokens uses only what both solved
     assert summary["reasoning_tokens_per_correct"]["device"]["items"] == 1
+    spent = summary["reasoning_tokens_spent"]["device"]
+    assert spent["gold"]["correct"] == len(tasks) and spent["refuse"]["correct"] == 1
     header = (out / "table.md").read_text().splitlines()[0]
     assert header == "| figure | gold | refuse |"
     record = json.loads((out / "gold" / "device.jsonl").read_text().splitlines()[0])

@@ -74,6 +74,15 @@ def test_reasoning_tokens_per_correct_uses_items_all_models_got_right():
     assert metrics.reasoning_tokens_per_correct({"a": a, "c": [c[0]]})["per_model"] == {"a": None, "c": None}
 
 
+def test_reasoning_tokens_spent_charges_failures_and_is_defined_for_a_model_alone():
+    a = [{"id": "1", "correct": True, "generations": [gen(reasoning=10)]},
+         {"id": "2", "correct": False, "generations": [gen(reasoning=50), gen(reasoning=20)]}]
+    assert metrics.reasoning_tokens_spent(a) == {"items": 2, "correct": 1, "reasoning_tokens": 80, "per_correct": 80.0}
+    nothing = [{"id": "1", "correct": False, "generations": [gen(reasoning=160)]}]
+    assert metrics.reasoning_tokens_spent(nothing)["per_correct"] is None
+    assert metrics.reasoning_tokens_spent([]) == {"items": 0, "correct": 0, "reasoning_tokens": 0, "per_correct": None}
+
+
 def test_turns_per_solved_task_only_counts_solved_multi_turn_tasks():
     records = [device("multi_turn", True, 4, 2), device("multi_step", True, 2, 2), device("multi_step", False, 9, 9),
                device("single", True, 1, 1)]

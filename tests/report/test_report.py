@@ -69,7 +69,10 @@ def make_run(run: Path) -> Path:
     write(run / "eval" / "summary.json", {
         "suites": ["device"], "models": {"base": device_entry(str(run / "base"), 0.0, 1.0),
                                          "q4_k_m": device_entry(str(run / "gguf" / "model-q4_k_m.gguf"), 0.75, 0.0)},
-        "reasoning_tokens_per_correct": {"device": {"items": 3, "per_model": {"base": None, "q4_k_m": 41.5}}}})
+        "reasoning_tokens_per_correct": {"device": {"items": 3, "per_model": {"base": None, "q4_k_m": 41.5}}},
+        "reasoning_tokens_spent": {"device": {
+            "base": {"items": 4, "correct": 0, "reasoning_tokens": 1600, "per_correct": None},
+            "q4_k_m": {"items": 4, "correct": 3, "reasoning_tokens": 150, "per_correct": 50.0}}}})
     write(run / "agent" / "summary.json", {"model": "model-q4_k_m.gguf", "tasks": 8, "solved": 2, "success_rate": 0.25,
                                            "loop_rate": 0.125, "by_kind": {"single": {"tasks": 8, "solved": 2,
                                                                                       "success_rate": 0.25}}})
@@ -117,7 +120,9 @@ def test_the_numbers_are_the_files_numbers(full_report):
     assert "| q4_k_m | 886 | 99.5% | 3.50e-03 | 0.25 | 100.0% | top-1 ≥ 90.0%, KL ≤ 0.03 | yes |" in text
     assert "| q4_k_m | `model-q4_k_m.gguf` | 4.9 MB | 4,900,000 | Q4_K 27, F32 23 |" in text
     assert "| device: success | 0.0% | 75.0% |" in text
-    assert "| reasoning tokens per correct device answer (3 items all got right) | - | 41.5 |" in text
+    assert "| reasoning tokens per correct device item (3 items all got right) | - | 41.5 |" in text
+    assert ("| reasoning tokens spent per correct device item (all items, each model alone) | "
+            "none correct (1,600 spent) | 50 |") in text
     assert "| model-q8_0 | 25 | 250.0 (225.0-275.0) | 5.0 (4.5-5.5) | 0.020 |" in text  # TTFT cold / warm
     assert "| model-q8_0 | 256 | 3000.0 (2700.0-3300.0) | 900.0 (810.0-990.0) |" in text  # prefill / decode
     assert "| model-q8_0 | Q8_0 | 4.0 MiB | 900.0 | 2800.0 | 0.32 | - |" in text  # roofline

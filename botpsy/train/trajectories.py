@@ -4,7 +4,9 @@ Each task's gold conversation is executed for real in its world (``replay_gold``
 results, the simulated user's replies, the confirmation dialogue), then every assistant
 turn gets a short reasoning text: which tool and why, or why no tool. Reasoning is kept to
 a sentence or two on purpose: the recipe rewards fewer reasoning tokens. Each trajectory is
-rendered with thinking on or off (chosen per task, about half each).
+rendered with thinking on or off (chosen per task, about half each). With ``--value-swaps N``
+the train split also gets up to N copies of each example whose copied values are renamed
+(``botpsy.train.augment``), so that copying, not memorising, predicts them.
 
 Outputs in ``--out``: ``train.jsonl``, ``dev.jsonl``, ``test.jsonl`` (one example per line:
 ``id, task_id, kind, domain, group, split, thinking, messages, tools``), ``corpus.txt`` (the
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from botpsy.chat.template import render
+from botpsy.train.augment import with_value_swaps
 from botpsy.output import emit, table
 
 SPLITS = ("train", "dev", "test")
@@ -36,6 +39,7 @@ class DataConfig:
     out: str = field(default="runs/speedrun/data", metadata={"help": "Output folder."})
     seed: int = field(default=0, metadata={"help": "Seed for reasoning phrasing and the thinking on/off choice."})
     thinking_share: float = field(default=0.5, metadata={"help": "Share of examples rendered with thinking on."})
+    value_swaps: int = field(default=0, metadata={"help": "Extra training copies of each train example whose copied values (names, queries, texts the user typed) are renamed to made-up ones everywhere (botpsy.train.augment); 0 = none."})
     json: bool = field(default=False, metadata={"help": "Print the summary as JSON."})
 
 
@@ -154,13 +158,17 @@ def main(config: DataConfig) -> int:
     summary: dict = {}
     for split in SPLITS:
         examples = [trajectory(t, rng, config.thinking_share) for t in read_tasks(Path(config.tasks) / f"{split}.jsonl")]
+        originals = examples
+        if split == "train" and config.value_swaps:
+            examples = with_value_swaps(examples, config.value_swaps, config.seed)
         with (out / f"{split}.jsonl").open("w", encoding="utf-8") as f:
             for example in examples:
                 f.write(json.dumps(example, ensure_ascii=False) + "\n")
         summary[split] = {"examples": len(examples), "thinking_on": sum(e["thinking"] for e in examples),
-                          "kinds": dict(sorted(Counter(e["kind"] for e in examples).items()))}
+                          "kinds": dict(sorted(Counter(e["kind"] for e in examples).items())),
+                          "value_swapped_copies": len(examples) - len(originals)}
         if split == "train":
-            write_corpus(out / "corpus.txt", examples)
+            write_corpus(out / "corpus.txt", originals)  # the tokenizer learns what users type, not made-up words
     meta = {"stage": "data", "config": vars(config), "tasks_meta": str(Path(config.tasks)), "splits": summary,
             "note": "test.jsonl is for evaluation only"}
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -30,6 +30,16 @@ def _shared_data_missing() -> bool:
 needs_shared_data = pytest.mark.skipif(_shared_data_missing(), reason="IFEval/IFBench data not found (../shared/data or $BOTPSY_DATA_DIR)")
 
 
+def write_task_splits(folder, counts: dict[str, int], seed: int):
+    """``folder``/{split}.jsonl with ``counts[split]`` device-world tasks each, as `botpsy tasks` writes them."""
+    from botpsy.world import generate_tasks
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in counts.items():
+        (folder / f"{split}.jsonl").write_text("".join(t.to_json() + "\n" for t in generate_tasks(split, n, seed=seed)))
+    return folder
+
+
 def train_briefly(model, tokenizer, texts: list[str], steps: int, lr: float, seq_len: int | None = None) -> float:
     """A few full-batch next-token steps on ``texts`` joined with <|endoftext|>, so greedy outputs are
     not one repeated token; one row, or rows of ``seq_len`` tokens. Returns the last loss."""

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from botpsy.chat.template import render
-from botpsy.train.augment import with_value_swaps
 from botpsy.output import emit, table
+from botpsy.train.augment import with_value_swaps
 
 SPLITS = ("train", "dev", "test")
 

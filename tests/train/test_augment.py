@@ -9,16 +9,13 @@ import pytest
 
 from botpsy.cli import main as cli_main
 from botpsy.train import augment
-from botpsy.world import generate_tasks
+from tests.conftest import write_task_splits
 
 
 @pytest.fixture(scope="module")
 def swapped_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("swaps")
-    tasks = root / "tasks"
-    tasks.mkdir()
-    for split, n in (("train", 80), ("dev", 10), ("test", 10)):
-        (tasks / f"{split}.jsonl").write_text("".join(t.to_json() + "\n" for t in generate_tasks(split, n, seed=5)))
+    tasks = write_task_splits(root / "tasks", {"train": 80, "dev": 10, "test": 10}, seed=5)
     assert cli_main(["data", "--tasks", str(tasks), "--out", str(root / "plain")]) == 0
     assert cli_main(["data", "--tasks", str(tasks), "--out", str(root / "swapped"), "--value-swaps", "2"]) == 0
     return root

@@ -7,16 +7,14 @@ import json
 import pytest
 
 from botpsy.cli import main as cli_main
-from botpsy.world import KINDS, generate_tasks
+from botpsy.world import KINDS
+from tests.conftest import write_task_splits
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
-    tasks = root / "tasks"
-    tasks.mkdir()
-    for split, n in (("train", 120), ("dev", 20), ("test", 20)):
-        (tasks / f"{split}.jsonl").write_text("".join(t.to_json() + "\n" for t in generate_tasks(split, n, seed=3)))
+    tasks = write_task_splits(root / "tasks", {"train": 120, "dev": 20, "test": 20}, seed=3)
     assert cli_main(["data", "--tasks", str(tasks), "--out", str(root / "data")]) == 0
     return root / "data"
 

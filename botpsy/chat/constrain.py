@@ -9,11 +9,17 @@ while a tool call is open, allows only the tokens that keep the call valid for t
 * between parameters: ``\\n<parameter`` while the tool has parameters not yet given, and
   ``\\n</function>`` only once every required one is there;
 * after ``<parameter``: ``=NAME>`` for a parameter of the tool not yet given;
-* the value of a parameter with an ``enum``: one of its values;
+* the value of a parameter with an ``enum``: one of its values, and of a ``boolean``: true or false;
+* the value of an ``integer`` or ``number`` parameter: digits (a sign, a point, an exponent for
+  numbers), then the parameter's close;
+* any other value: free text, except a token that opens or closes a tag (``<parameter``,
+  ``</function>``, ``<tool_call>``, ``<think>``, an end of turn, ...), and a ``</`` there can only
+  go on to ``</parameter>``; anything else could only leave the call malformed: a small model facing unfamiliar tools (BFCL's) often starts the next
+  ``<parameter=`` before closing the value, and a value cannot end the turn;
 * after ``</function>``: ``\\n</tool_call>``.
 
-Everywhere else (reasoning, plain answers, free-text values) nothing is constrained, so the model
-can still answer, refuse or ask back instead of calling. Whether to call, and which of the offered
+Everywhere else (reasoning, plain answers) nothing is constrained, so the model can still answer,
+refuse or ask back instead of calling. Whether to call, and which of the offered
 tools, stays the model's choice: the constraint only removes the options that could never be valid.
 
 It works on text, so one object serves every backend whose vocabulary can be listed as strings:
@@ -39,6 +45,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from typing import Iterable, Sequence
@@ -48,6 +55,13 @@ from botpsy.chat.template import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 
 _PARAMETER_TAG = re.compile(r"<parameter=([^>\n]*)>")
 _TRAILING = ("\n", "\n\n", " ")  # whitespace a token may carry past the end of a target
+# Text no token of a free value may contain: tags of the call format and of the chat turn.
+TAG_MARKS = ("<parameter", "<function", "</function", "<tool_call", "</tool_call", "<think", "</think",
+             "<|im_start|>", "<|im_end|>", "<|endoftext|>")
+# A number as the whole text of a value, and what may precede the end of one being written.
+_NUMBER = {"integer": re.compile(r"-?\d+"), "number": re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")}
+_NUMBER_SO_FAR = {"integer": re.compile(r"-?\d*"), "number": re.compile(r"-?\d*\.?\d*([eE][-+]?\d*)?")}
+_NUMBER_CHARS = set("-+.0123456789eE\n</parameter> ")
 
 
 class TokenTable:
@@ -62,6 +76,16 @@ class TokenTable:
 
     def ids(self, text: str) -> list[int]:
         return self._by_text.get(text, [])
+
+    @functools.cached_property
+    def free_value_ids(self) -> frozenset[int]:
+        """Tokens a free-text value may use: every token without a tag in it (one shared set)."""
+        return frozenset(i for i, text in enumerate(self.pieces) if text and not any(m in text for m in TAG_MARKS))
+
+    @functools.cached_property
+    def number_candidates(self) -> list[int]:
+        """Tokens made only of characters a number value and its close can have."""
+        return [i for i, text in enumerate(self.pieces) if text and set(text) <= _NUMBER_CHARS]
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> "TokenTable":
@@ -97,6 +121,10 @@ class CallConstraint:
         if state is None:
             return None
         tail, targets = state
+        if targets == FREE_VALUE:
+            return self.table.free_value_ids
+        if isinstance(targets, str):  # a number type
+            return {i for i in self.table.number_candidates if number_prefix(tail + self.table.pieces[i], targets)} or None
         allowed: set[int] = set()
         for target in targets:
             if not target.startswith(tail):
@@ -108,8 +136,9 @@ class CallConstraint:
                 allowed.update(self.table.ids(rest + extra))
         return allowed or None  # nothing fits (an unusual tokenizer): better free than stuck
 
-    def targets(self, text: str) -> tuple[str, list[str]] | None:
-        """(text already written towards the next piece, the complete pieces it may become), or None."""
+    def targets(self, text: str) -> tuple[str, list[str] | str] | None:
+        """(text already written towards the next piece, the complete pieces it may become, or what
+        ``value_targets`` names for a value that is not a fixed choice), or None."""
         opened = text.rfind(TOOL_CALL_OPEN)
         if opened < 0 or not self.tools:
             return None
@@ -134,14 +163,50 @@ class CallConstraint:
         if last >= 0 and ">" not in body[last:]:  # writing a parameter's name
             return body[last + len("<parameter"):], [f"={p}>" for p in properties if p not in used]
         if last >= 0 and PARAMETER_CLOSE not in body[last:]:  # inside a value
-            enum = (properties.get(used[-1]) or {}).get("enum") if used else None
             value = body[body.index(">", last) + 1:]
-            return (value, [f"\n{_enum_text(v)}\n{PARAMETER_CLOSE}" for v in enum]) if enum else None
+            targets = value_targets(properties.get(used[-1]) if used else None)
+            if targets == FREE_VALUE and value.endswith("</"):  # a closing tag split into pieces: only this one
+                return "</", [PARAMETER_CLOSE]
+            return value, targets
         tail = body[body.rfind(PARAMETER_CLOSE) + len(PARAMETER_CLOSE):] if last >= 0 else body
         options = ["\n<parameter"] if any(p not in used for p in properties) else []
         if all(p in used for p in schema.get("required") or []):
             options.append("\n" + FUNCTION_CLOSE)
         return tail, options
+
+
+FREE_VALUE = "free"  # ``targets`` of a free-text value: any token without a tag
+
+
+def value_targets(schema: dict | None) -> list[str] | str:
+    """What a parameter's value may be: its complete texts (an enum, a boolean), the name of a
+    number type ("integer", "number": checked by ``number_prefix``), or ``FREE_VALUE``."""
+    schema = schema or {}
+    kind = schema.get("type")
+    kind = {"int": "integer", "float": "number"}.get(kind, kind) if isinstance(kind, str) else None
+    choices = schema.get("enum") or ([True, False] if kind == "boolean" else None)
+    if choices:
+        return [f"\n{_enum_text(v)}\n{PARAMETER_CLOSE}" for v in choices]
+    return kind if kind in _NUMBER else FREE_VALUE
+
+
+def number_prefix(value: str, kind: str) -> bool:
+    """Whether ``value`` (the text after ``<parameter=NAME>``) can still become ``\\nNUMBER\\n</parameter>``.
+
+    >>> [number_prefix(v, "integer") for v in ("\\n-1", "\\n12\\n</par", "\\n1.5", "\\n\\n</parameter>")]
+    [True, True, False, False]
+    >>> number_prefix("\\n2.5e-3\\n</parameter>\\n", "number")
+    True
+    """
+    if not value:
+        return True
+    if not value.startswith("\n"):
+        return False
+    number, newline, close = value[1:].partition("\n")
+    if not newline:
+        return _NUMBER_SO_FAR[kind].fullmatch(number) is not None
+    complete = PARAMETER_CLOSE.startswith(close) or close in {PARAMETER_CLOSE + extra for extra in _TRAILING}
+    return _NUMBER[kind].fullmatch(number) is not None and complete
 
 
 def _enum_text(value) -> str:

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -106,9 +107,15 @@ class HFBackend(Backend):
         return {"backend": self.name, "model": str(self.path)}
 
 
-def mask_logits(logits: torch.Tensor, allowed: set[int]) -> torch.Tensor:
+@functools.lru_cache(maxsize=4)
+def _kept(allowed: frozenset[int]) -> torch.Tensor:
+    """Index tensor of a shared allowed set, built once (see ``llama_backend._kept``)."""
+    return torch.tensor(sorted(allowed), dtype=torch.long)
+
+
+def mask_logits(logits: torch.Tensor, allowed: set[int] | frozenset[int]) -> torch.Tensor:
     """``logits`` with every token outside ``allowed`` at -inf (a copy)."""
-    keep = torch.tensor(sorted(allowed), dtype=torch.long)
+    keep = _kept(allowed) if isinstance(allowed, frozenset) else torch.tensor(sorted(allowed), dtype=torch.long)
     masked = torch.full_like(logits, float("-inf"))
     masked[keep] = logits[keep]
     return masked

@@ -31,6 +31,7 @@ Example::
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import time
 from pathlib import Path
@@ -90,9 +91,16 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-def mask_outside(logits: np.ndarray, allowed: set[int]) -> None:
+@functools.lru_cache(maxsize=4)
+def _kept(allowed: frozenset[int]) -> np.ndarray:
+    """Index array of a shared allowed set (a free tool-call value allows nearly the whole
+    vocabulary; a frozenset keeps its hash, so each token after the first is a lookup)."""
+    return np.fromiter(allowed, dtype=np.int64)
+
+
+def mask_outside(logits: np.ndarray, allowed: set[int] | frozenset[int]) -> None:
     """Set every entry of ``logits`` outside ``allowed`` to -inf, in place."""
-    keep = np.fromiter(allowed, dtype=np.int64)
+    keep = _kept(allowed) if isinstance(allowed, frozenset) else np.fromiter(allowed, dtype=np.int64)
     kept = logits[keep].copy()
     logits[:] = -np.inf
     logits[keep] = kept

@@ -32,8 +32,7 @@ def texts(table, ids):
 
 def test_outside_a_call_nothing_is_constrained(table):
     c = CallConstraint(TOOLS, table)
-    for text in ("", "I will set it.", "<tool_call>\n<function=set_alarm>\n<parameter=time>\n07:",
-                 "<tool_call>\n<function=set_alarm>\n</function>\n</tool_call>\nDone"):
+    for text in ("", "I will set it.", "<tool_call>\n<function=set_alarm>\n</function>\n</tool_call>\nDone"):
         assert c.allowed_ids(text) is None, text
     assert CallConstraint([], table).allowed_ids("<tool_call>\n<function") is None  # no tools: free
 
@@ -75,17 +74,18 @@ def test_after_binds_the_text_of_earlier_streams(table):
 
 
 def test_any_walk_through_the_allowed_tokens_gives_a_well_formed_call(table):
-    """Sample uniformly among allowed tokens (values written by hand): every call parses, names an
-    offered tool, uses only its parameters, each once, and has every required one."""
+    """Sample uniformly among allowed tokens (free-text values written by hand; numbers, enums and
+    booleans sampled too): every call parses, names an offered tool, uses only its parameters, each
+    once, has every required one, and every value fits its schema."""
     tools = [REGISTRY[name].spec() for name in ("set_alarm", "set_brightness", "open_app", "list_alarms", "set_wifi")]
     c = CallConstraint(tools, table)
     rng = random.Random(0)
     for _ in range(40):
         text = "<tool_call>"
-        for _step in range(200):
+        for _step in range(400):
             allowed = c.allowed_ids(text)
-            if allowed is None:
-                if "</tool_call>" in text:
+            if allowed is None or allowed is table.free_value_ids:
+                if allowed is None and "</tool_call>" in text:
                     break
                 name = text.split("<parameter=")[-1].split(">")[0]
                 text += f"\nvalue of {name}\n</parameter>"
@@ -98,3 +98,56 @@ def test_any_walk_through_the_allowed_tokens_gives_a_well_formed_call(table):
         assert set(call.arguments) <= set(schema.get("properties", {})), text
         assert set(schema.get("required", [])) <= set(call.arguments), text
         assert text.count("<parameter=") == len(call.arguments), text
+        assert not validate_arguments(call, schema), text
+
+
+def validate_arguments(call, schema) -> list[str]:
+    """Values of the wrong JSON type (the walk writes free text only for string parameters)."""
+    types = {"integer": int, "number": (int, float), "boolean": bool, "string": str}
+    problems = []
+    for name, value in call.arguments.items():
+        spec = schema["properties"][name]
+        expected = types.get(spec.get("type"))
+        if expected and (not isinstance(value, expected) or (spec.get("type") != "boolean" and isinstance(value, bool))):
+            problems.append(f"{name}={value!r} is not {spec['type']}")
+        if "enum" in spec and value not in spec["enum"]:
+            problems.append(f"{name}={value!r} not in {spec['enum']}")
+    return problems
+
+
+NUMBERS = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+    "count": {"type": "integer"}, "ratio": {"type": "number"}, "on": {"type": "boolean"},
+    "note": {"type": "string"}}, "required": ["count"]}}}
+
+
+def test_number_values_take_only_digits_then_the_close(table):
+    c = CallConstraint([NUMBERS], table)
+    start = "<tool_call>\n<function=f>\n<parameter=count>"
+    first = texts(table, c.allowed_ids(start))
+    assert "\n" in first and not any(ch.isalpha() for p in first for ch in p)
+    digits = texts(table, c.allowed_ids(start + "\n12"))
+    assert "3" in digits and "\n" in digits and "." not in digits and not any(ch.isalpha() for p in digits for ch in p)
+    assert all("</parameter>".startswith(p) or p.startswith("</parameter>") for p in texts(table, c.allowed_ids(start + "\n12\n")))
+    ratio = texts(table, c.allowed_ids("<tool_call>\n<function=f>\n<parameter=ratio>\n0"))
+    assert "." in ratio and "x" not in ratio
+    boolean = texts(table, c.allowed_ids("<tool_call>\n<function=f>\n<parameter=on>\n"))
+    assert boolean and all("true\n</parameter>".startswith(p) or "false\n</parameter>".startswith(p) for p in boolean)
+
+
+def test_free_values_may_not_open_a_tag_or_end_the_turn(table):
+    c = CallConstraint([NUMBERS], table)
+    free = c.allowed_ids("<tool_call>\n<function=f>\n<parameter=note>\nbuy milk")
+    assert free is table.free_value_ids  # one shared set, so backends build its mask once
+    assert "\n" in texts(table, free) and any("</parameter>".startswith(p) for p in texts(table, free) if len(p) > 1)
+    closing = texts(table, c.allowed_ids("<tool_call>\n<function=f>\n<parameter=note>\nbuy milk\n</"))
+    assert closing and all("parameter>".startswith(p) or p.startswith("parameter>") for p in closing)
+    banned = {p for p in table.pieces if any(m in p for m in constrain.TAG_MARKS)}
+    assert banned and not banned & texts(table, free)
+    assert {"<parameter", "<|im_end|>"} <= banned
+
+
+def test_schema_types_map_to_value_targets():
+    assert constrain.value_targets({"type": "float"}) == "number"
+    assert constrain.value_targets({"type": ["integer", "null"]}) == constrain.FREE_VALUE
+    assert constrain.value_targets(None) == constrain.FREE_VALUE
+    assert constrain.value_targets({"type": "boolean"}) == ["\ntrue\n</parameter>", "\nfalse\n</parameter>"]

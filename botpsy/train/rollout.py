@@ -159,12 +159,14 @@ def generate_rows(model, rows: list[list[int]], *, max_new_tokens: int, temperat
 
 def _constrain(logits: torch.Tensor, constraints: list, texts: list[str]) -> torch.Tensor:
     """Rows of ``logits`` with the tokens their constraint forbids at -inf."""
+    from botpsy.runtime.hf_backend import allowed_index
+
     masked = None
     for row, (constraint, text) in enumerate(zip(constraints, texts)):
         allowed = constraint.allowed_ids(text) if constraint is not None else None
         if allowed:
             masked = logits.clone() if masked is None else masked
-            keep = torch.tensor(sorted(allowed), dtype=torch.long)
+            keep = allowed_index(allowed)
             values = masked[row, keep]
             masked[row] = float("-inf")
             masked[row, keep] = values

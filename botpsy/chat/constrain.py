@@ -14,13 +14,14 @@ while a tool call is open, allows only the tokens that keep the call valid for t
   numbers), then the parameter's close;
 * any other value: free text, except a token that opens or closes a tag (``<parameter``,
   ``</function>``, ``<tool_call>``, ``<think>``, an end of turn, ...), and a ``</`` there can only
-  go on to ``</parameter>``; anything else could only leave the call malformed: a small model facing unfamiliar tools (BFCL's) often starts the next
-  ``<parameter=`` before closing the value, and a value cannot end the turn;
+  go on to ``</parameter>``. Anything else could only leave the call malformed: a small model
+  facing unfamiliar tools (BFCL's) often starts the next ``<parameter=`` before closing the
+  value, and a value cannot end the turn;
 * after ``</function>``: ``\\n</tool_call>``.
 
 Everywhere else (reasoning, plain answers) nothing is constrained, so the model can still answer,
-refuse or ask back instead of calling. Whether to call, and which of the offered
-tools, stays the model's choice: the constraint only removes the options that could never be valid.
+refuse or ask back instead of calling. Whether to call, and which of the offered tools, stays the
+model's choice: the constraint only removes the options that could never be valid.
 
 It works on text, so one object serves every backend whose vocabulary can be listed as strings:
 ``allowed_ids(text)`` gives the token ids allowed next (``None``: no constraint), which a backend
@@ -61,7 +62,8 @@ TAG_MARKS = ("<parameter", "<function", "</function", "<tool_call", "</tool_call
 # A number as the whole text of a value, and what may precede the end of one being written.
 _NUMBER = {"integer": re.compile(r"-?\d+"), "number": re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")}
 _NUMBER_SO_FAR = {"integer": re.compile(r"-?\d*"), "number": re.compile(r"-?\d*\.?\d*([eE][-+]?\d*)?")}
-_NUMBER_CHARS = set("-+.0123456789eE\n</parameter> ")
+_NUMBER_CHARS = set("-+.0123456789eE\n ") | set(PARAMETER_CLOSE)  # a number, then its close
+_CLOSED = {PARAMETER_CLOSE + extra for extra in _TRAILING}  # a value's close, with what a token may carry past it
 
 
 class TokenTable:
@@ -205,7 +207,7 @@ def number_prefix(value: str, kind: str) -> bool:
     number, newline, close = value[1:].partition("\n")
     if not newline:
         return _NUMBER_SO_FAR[kind].fullmatch(number) is not None
-    complete = PARAMETER_CLOSE.startswith(close) or close in {PARAMETER_CLOSE + extra for extra in _TRAILING}
+    complete = PARAMETER_CLOSE.startswith(close) or close in _CLOSED
     return _NUMBER[kind].fullmatch(number) is not None and complete
 
 

@@ -109,18 +109,13 @@ class HFBackend(Backend):
 
 @functools.lru_cache(maxsize=4)
 def _kept(allowed: frozenset[int]) -> torch.Tensor:
+    """Index tensor of a shared allowed set, built once (see ``llama_backend._kept``)."""
     return torch.tensor(sorted(allowed), dtype=torch.long)
-
-
-def allowed_index(allowed: set[int] | frozenset[int]) -> torch.Tensor:
-    """The token ids of ``allowed`` as an index tensor; a shared frozenset's (a free tool-call
-    value's, nearly the whole vocabulary) is built once (see ``llama_backend._kept``)."""
-    return _kept(allowed) if isinstance(allowed, frozenset) else torch.tensor(sorted(allowed), dtype=torch.long)
 
 
 def mask_logits(logits: torch.Tensor, allowed: set[int] | frozenset[int]) -> torch.Tensor:
     """``logits`` with every token outside ``allowed`` at -inf (a copy)."""
-    keep = allowed_index(allowed)
+    keep = _kept(allowed) if isinstance(allowed, frozenset) else torch.tensor(sorted(allowed), dtype=torch.long)
     masked = torch.full_like(logits, float("-inf"))
     masked[keep] = logits[keep]
     return masked

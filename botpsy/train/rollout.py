@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from botpsy.chat.template import ENDOFTEXT, IM_END, render
+from botpsy.runtime.hf_backend import mask_logits
 from botpsy.train.encode import without_reasoning
 
 STOP_TEXTS = (IM_END, ENDOFTEXT)
@@ -159,17 +160,12 @@ def generate_rows(model, rows: list[list[int]], *, max_new_tokens: int, temperat
 
 def _constrain(logits: torch.Tensor, constraints: list, texts: list[str]) -> torch.Tensor:
     """Rows of ``logits`` with the tokens their constraint forbids at -inf."""
-    from botpsy.runtime.hf_backend import allowed_index
-
     masked = None
     for row, (constraint, text) in enumerate(zip(constraints, texts)):
         allowed = constraint.allowed_ids(text) if constraint is not None else None
         if allowed:
             masked = logits.clone() if masked is None else masked
-            keep = allowed_index(allowed)
-            values = masked[row, keep]
-            masked[row] = float("-inf")
-            masked[row, keep] = values
+            masked[row] = mask_logits(masked[row], allowed)
     return logits if masked is None else masked
 
 

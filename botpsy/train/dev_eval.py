@@ -8,6 +8,13 @@ that turn and generates greedily; the output is parsed and compared with the gol
   against that tool's JSON schema;
 * ``exact_call_rate``: the parsed calls equal the gold calls (names and arguments, in any order).
 
+Each miss falls in exactly one of three bins, so a report can say what fails: ``no_call_rate``
+(no call parsed: the model answered, asked back, or wrote a broken call), ``wrong_tool_rate``
+(calls parsed, but not the gold set of tool names) and ``wrong_arguments_rate`` (the right
+tools with other arguments). ``call_accuracy(..., records=[])`` also fills the list with one
+record per example (request, gold calls, parsed calls, the raw text and its verdict), which
+``botpsy sft`` writes to ``test_calls.jsonl``.
+
 ``tool_choice`` asks a narrower question, to tell a model that cannot write a call from one that
 cannot pick the tool: with thinking off and the turn forced up to ``<function=``, which offered
 tool's name (with its closing ``>``) is most likely? ``tool_choice_rate`` is how often that is a
@@ -59,13 +66,37 @@ def first_call_turn(example: dict) -> tuple[list[dict], list[dict]] | None:
     return None
 
 
+def miss_kind(parsed_ok: bool, calls: list, gold: list[dict]) -> str | None:
+    """Why a first call is not exact: None when it is, else no_call / wrong_tool / wrong_arguments.
+
+    >>> from botpsy.chat.types import ToolCall
+    >>> gold = [{"function": {"name": "set_alarm", "arguments": {"time": "07:00"}}}]
+    >>> miss_kind(True, [ToolCall("set_alarm", {"time": "07:00"})], gold) is None
+    True
+    >>> miss_kind(True, [ToolCall("set_alarm", {"time": "12:30"})], gold)
+    'wrong_arguments'
+    >>> miss_kind(True, [ToolCall("list_alarms", {})], gold), miss_kind(False, [], gold)
+    ('wrong_tool', 'no_call')
+    """
+    if not (parsed_ok and calls):
+        return "no_call"
+    if calls_match(calls, gold):
+        return None
+    same_tools = sorted(c.name for c in calls) == sorted(c["function"]["name"] for c in gold)
+    return "wrong_arguments" if same_tools else "wrong_tool"
+
+
+MISS_KINDS = ("no_call", "wrong_tool", "wrong_arguments")
+
+
 @torch.no_grad()
 def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 160, batch_size: int = 16,
-                  constrained: bool = False) -> dict:
+                  constrained: bool = False, records: list | None = None) -> dict:
     """Greedy-generate the first call turn of each example (batched) and score it (see module docstring).
 
     ``constrained``: decode with ``botpsy.chat.constrain`` (call names and parameters kept to the
-    offered tools), as the runtime does by default.
+    offered tools), as the runtime does by default. ``records``: a list to receive one dict per
+    scored example.
     """
     from botpsy.chat.parse import parse_output
     from botpsy.train.rollout import sample_batch
@@ -80,21 +111,33 @@ def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 
         if not thinking:
             context = [without_reasoning(m) for m in context]
         prompt = render(context, example.get("tools"), add_generation_prompt=True, enable_thinking=thinking)
-        cases.append((prompt, gold, example.get("tools") or [], thinking))
+        cases.append((prompt, gold, example.get("tools") or [], thinking, example, context))
     samples = sample_batch(model, tokenizer, [c[0] for c in cases], max_new_tokens=max_new_tokens, temperature=0.0,
                            batch_size=batch_size, tools=[c[2] for c in cases] if constrained else None)
-    counts = {"parsed": 0, "schema_valid": 0, "exact": 0}
-    for (_prompt, gold, tools, thinking), sample in zip(cases, samples):
+    counts = dict.fromkeys(("parsed", "schema_valid", "exact", *MISS_KINDS), 0)
+    for (_prompt, gold, tools, thinking, example, context), sample in zip(cases, samples):
         parsed = parse_output(sample.text, tools, thinking=thinking)
+        valid = parsed.ok and schema_valid(parsed.tool_calls, tools)
+        miss = miss_kind(parsed.ok, parsed.tool_calls, gold)
         counts["parsed"] += int(bool(parsed.tool_calls) and parsed.ok)
-        counts["schema_valid"] += int(parsed.ok and schema_valid(parsed.tool_calls, tools))
-        counts["exact"] += int(parsed.ok and calls_match(parsed.tool_calls, gold))
+        counts["schema_valid"] += int(valid)
+        counts["exact"] += int(miss is None)
+        if miss is not None:
+            counts[miss] += 1
+        if records is not None:
+            records.append({
+                "id": example.get("id"), "thinking": thinking, "constrained": constrained,
+                "request": next((m.get("content") for m in reversed(context) if m.get("role") == "user"), None),
+                "gold": [{"name": c["function"]["name"], "arguments": _arguments(c["function"])} for c in gold],
+                "calls": [{"name": c.name, "arguments": c.arguments} for c in parsed.tool_calls],
+                "schema_valid": valid, "exact": miss is None, "miss": miss, "text": sample.text})
     n = max(1, len(cases))
     return {
         "call_examples": len(cases),
         "parse_rate": counts["parsed"] / n,
         "schema_valid_rate": counts["schema_valid"] / n,
         "exact_call_rate": counts["exact"] / n,
+        **{f"{kind}_rate": counts[kind] / n for kind in MISS_KINDS},
     }
 
 

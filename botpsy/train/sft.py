@@ -33,7 +33,7 @@ class SFTConfig:
 
     init: str = field(default="runs/speedrun/base", metadata={"help": "Checkpoint to start from (a botpsy stage folder or a local Qwen3.5 checkpoint)."})
     data: str = field(default="runs/speedrun/data", metadata={"help": "Folder with train.jsonl and dev.jsonl from `botpsy data`."})
-    out: str = field(default="runs/speedrun/sft", metadata={"help": "Output checkpoint folder (also holds train_state/ for resuming and curves.jsonl)."})
+    out: str = field(default="runs/speedrun/sft", metadata={"help": "Output checkpoint folder (also holds train_state/ for resuming, curves.jsonl, and test_calls.jsonl: each scored test call)."})
     stage: str = field(default="sft", metadata={"help": "Stage name written to meta.json (teachers reuse this trainer)."})
     steps: int = field(default=400, metadata={"help": "Optimizer steps."})
     batch_tokens: int = field(default=8192, metadata={"help": "Padded tokens per micro-batch."})
@@ -72,6 +72,12 @@ def read_jsonl(path: Path) -> list[dict]:
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{n} is not valid JSON: {exc}") from None
     return rows
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def encode_all(examples: list[dict], tokenizer, max_length: int, loss_on: str = "assistant"):
@@ -134,11 +140,16 @@ def main(config: SFTConfig) -> int:
     test_file = Path(config.data) / "test.jsonl"
     if config.test_examples and test_file.is_file():
         singles = [r for r in read_jsonl(test_file) if r.get("kind") == "single"][: config.test_examples]
-        result["test_single_call"] = {**dev_eval.call_accuracy(model, tokenizer, singles, config.eval_max_new_tokens),
+        records: list[dict] = []  # each call, plain and constrained, for reading what fails
+        result["test_single_call"] = {**dev_eval.call_accuracy(model, tokenizer, singles, config.eval_max_new_tokens,
+                                                               records=records),
                                       **dev_eval.tool_choice(model, tokenizer, singles),
                                       # as the runtime decodes by default: calls kept to the offered tools
                                       "constrained": dev_eval.call_accuracy(model, tokenizer, singles,
-                                                                            config.eval_max_new_tokens, constrained=True)}
+                                                                            config.eval_max_new_tokens, constrained=True,
+                                                                            records=records)}
+        if accelerator.is_main_process:
+            write_jsonl(out / "test_calls.jsonl", records)
     meta = {"init": config.init, "init_stage": ckpt.meta.get("stage"), "data": config.data,
             "data_meta": _read_meta(Path(config.data)), "config": vars(config), **plan, **result}
     if accelerator.is_main_process:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import doctest
+
 import torch
 
 from botpsy.chat.parse import parse_output
 from botpsy.chat.template import render
 from botpsy.model.checkpoint import load_checkpoint
+from botpsy.train import dev_eval
 from botpsy.train.dev_eval import call_accuracy, calls_match, first_call_turn, schema_valid, tool_choice
 from tests.conftest import SAMPLE_TEXTS, train_briefly
 from tests.train.test_sft import make_examples
@@ -93,3 +96,30 @@ def test_constrained_call_accuracy_hands_each_prompt_its_offered_tools(tiny_chec
     assert result["call_examples"] == 2 and seen["tools"] == [e["tools"] for e in examples]
     call_accuracy(ckpt.model, ckpt.tokenizer, examples, max_new_tokens=4)
     assert seen["tools"] is None
+
+
+def test_call_accuracy_records_each_call_and_bins_every_miss(tiny_checkpoint):
+    ckpt = load_checkpoint(tiny_checkpoint)
+    train_briefly(ckpt.model, ckpt.tokenizer, SAMPLE_TEXTS[:6], steps=20, lr=3e-3)
+    examples = [dict(e, thinking=False) for e in make_examples(3)] + make_examples(3)
+    records: list[dict] = []
+    result = call_accuracy(ckpt.model, ckpt.tokenizer, examples, max_new_tokens=24, batch_size=4, records=records,
+                           constrained=True)
+    n = result["call_examples"]
+    assert len(records) == n == 6
+    bins = ("no_call_rate", "wrong_tool_rate", "wrong_arguments_rate")
+    assert abs(result["exact_call_rate"] + sum(result[b] for b in bins) - 1.0) < 1e-9
+    assert sum(r["exact"] for r in records) / n == result["exact_call_rate"]
+    for b in bins:
+        assert sum(r["miss"] == b.removesuffix("_rate") for r in records) / n == result[b]
+    first = records[0]
+    assert first["constrained"] and first["request"] == examples[0]["messages"][1]["content"]
+    gold_fn = first_call_turn(examples[0])[1][0]["function"]
+    assert first["gold"] == [{"name": "get_weather", "arguments": gold_fn["arguments"]}]
+    assert all((r["miss"] is None) == r["exact"] for r in records)
+    assert all(r["schema_valid"] for r in records if r["exact"])
+
+
+def test_doctests():
+    result = doctest.testmod(dev_eval)
+    assert result.attempted >= 3 and result.failed == 0

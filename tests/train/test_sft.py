@@ -59,6 +59,9 @@ def test_loss_falls_and_weights_change(tiny_checkpoint, data_dir, tmp_path):
     assert meta["stage"] == "sft" and meta["steps"] == 8 and "exact_call_rate" in meta["dev"]
     test = meta["test_single_call"]
     assert "exact_call_rate" in test["constrained"] and test["constrained"]["call_examples"] == test["call_examples"]
+    records = [json.loads(line) for line in (out / "test_calls.jsonl").read_text().splitlines()]
+    assert [r["constrained"] for r in records] == [False] * 3 + [True] * 3  # plain, then constrained
+    assert sum(r["exact"] for r in records if r["constrained"]) / 3 == test["constrained"]["exact_call_rate"]
 
 
 def test_killed_run_resumes_to_identical_weights(tiny_checkpoint, data_dir, tmp_path):

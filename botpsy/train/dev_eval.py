@@ -8,10 +8,11 @@ that turn and generates greedily; the output is parsed and compared with the gol
   against that tool's JSON schema;
 * ``exact_call_rate``: the parsed calls equal the gold calls (names and arguments, in any order).
 
-Each miss falls in exactly one of three bins, so a report can say what fails: ``no_call_rate``
-(no call parsed: the model answered, asked back, or wrote a broken call), ``wrong_tool_rate``
-(calls parsed, but not the gold set of tool names) and ``wrong_arguments_rate`` (the right
-tools with other arguments). ``call_accuracy(..., records=[])`` also fills the list with one
+Each miss falls in exactly one of three bins, so a report can say what fails:
+``miss_no_call_rate`` (no call parsed: the model answered, asked back, or wrote a broken call),
+``miss_wrong_tool_rate`` (calls parsed, but not the gold set of tool names) and
+``miss_wrong_arguments_rate`` (the right tools with other arguments). (The ``no_call_rate`` of
+``rollout.first_turn_accuracy`` is another figure: right abstentions where no call is due.) ``call_accuracy(..., records=[])`` also fills the list with one
 record per example (request, gold calls, parsed calls, the raw text and its verdict), which
 ``botpsy sft`` writes to ``test_calls.jsonl``.
 
@@ -137,7 +138,7 @@ def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 
         "parse_rate": counts["parsed"] / n,
         "schema_valid_rate": counts["schema_valid"] / n,
         "exact_call_rate": counts["exact"] / n,
-        **{f"{kind}_rate": counts[kind] / n for kind in MISS_KINDS},
+        **{f"miss_{kind}_rate": counts[kind] / n for kind in MISS_KINDS},
     }
 
 

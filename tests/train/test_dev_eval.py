@@ -107,11 +107,11 @@ def test_call_accuracy_records_each_call_and_bins_every_miss(tiny_checkpoint):
                            constrained=True)
     n = result["call_examples"]
     assert len(records) == n == 6
-    bins = ("no_call_rate", "wrong_tool_rate", "wrong_arguments_rate")
-    assert abs(result["exact_call_rate"] + sum(result[b] for b in bins) - 1.0) < 1e-9
+    bins = ("miss_no_call", "miss_wrong_tool", "miss_wrong_arguments")
+    assert abs(result["exact_call_rate"] + sum(result[f"{b}_rate"] for b in bins) - 1.0) < 1e-9
     assert sum(r["exact"] for r in records) / n == result["exact_call_rate"]
     for b in bins:
-        assert sum(r["miss"] == b.removesuffix("_rate") for r in records) / n == result[b]
+        assert sum(r["miss"] == b.removeprefix("miss_") for r in records) / n == result[f"{b}_rate"]
     first = records[0]
     assert first["constrained"] and first["request"] == examples[0]["messages"][1]["content"]
     gold_fn = first_call_turn(examples[0])[1][0]["function"]

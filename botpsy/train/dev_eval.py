@@ -12,9 +12,10 @@ Each miss falls in exactly one of three bins, so a report can say what fails:
 ``miss_no_call_rate`` (no call parsed: the model answered, asked back, or wrote a broken call),
 ``miss_wrong_tool_rate`` (calls parsed, but not the gold set of tool names) and
 ``miss_wrong_arguments_rate`` (the right tools with other arguments). (The ``no_call_rate`` of
-``rollout.first_turn_accuracy`` is another figure: right abstentions where no call is due.) ``call_accuracy(..., records=[])`` also fills the list with one
-record per example (request, gold calls, parsed calls, the raw text and its verdict), which
-``botpsy sft`` writes to ``test_calls.jsonl``.
+``rollout.first_turn_accuracy`` is another figure: right abstentions where no call is due.)
+``call_accuracy(..., records=[])`` also fills the list with one record per example (request,
+gold calls, parsed calls, the raw text and its verdict), which ``botpsy sft`` writes to
+``test_calls.jsonl``.
 
 ``tool_choice`` asks a narrower question, to tell a model that cannot write a call from one that
 cannot pick the tool: with thinking off and the turn forced up to ``<function=``, which offered

@@ -27,6 +27,7 @@ from pathlib import Path
 from botpsy.chat.template import render
 from botpsy.output import emit, table
 from botpsy.train.augment import with_value_swaps
+from botpsy.train.sft import write_jsonl
 
 SPLITS = ("train", "dev", "test")
 
@@ -161,9 +162,7 @@ def main(config: DataConfig) -> int:
         originals = examples
         if split == "train" and config.value_swaps:
             examples = with_value_swaps(examples, config.value_swaps, config.seed)
-        with (out / f"{split}.jsonl").open("w", encoding="utf-8") as f:
-            for example in examples:
-                f.write(json.dumps(example, ensure_ascii=False) + "\n")
+        write_jsonl(out / f"{split}.jsonl", examples)
         summary[split] = {"examples": len(examples), "thinking_on": sum(e["thinking"] for e in examples),
                           "kinds": dict(sorted(Counter(e["kind"] for e in examples).items())),
                           "value_swapped_copies": len(examples) - len(originals)}

@@ -228,10 +228,12 @@ SINGLE_CALL = [("parse", "parse_rate"), ("schema-valid", "schema_valid_rate"), (
 
 
 def _choice(test: dict) -> str:
-    """Right offered tool picked by likelihood, with chance beside it (``dev_eval.tool_choice``)."""
+    """Right offered tool picked by likelihood, then with another request swapped in, and chance
+    (``dev_eval.tool_choice``)."""
     if test.get("tool_choice_rate") is None:
         return "-"
-    return f"{pct(test['tool_choice_rate'])} ({pct(test.get('chance_rate'))})"
+    return (f"{pct(test['tool_choice_rate'])} / {pct(test.get('tool_choice_rate_other_request'))}"
+            f" ({pct(test.get('chance_rate'))})")
 
 
 def final_metrics(run: RunFolder, stages: list[str]) -> list[str]:
@@ -251,7 +253,7 @@ def final_metrics(run: RunFolder, stages: list[str]) -> list[str]:
     if not rows:
         return notes
     header = (["stage", "dev loss", "dev calls"] + [f"dev {name}" for name, _ in SINGLE_CALL]
-              + ["test single calls"] + [f"test {name}" for name, _ in SINGLE_CALL] + ["test tool choice (chance)"])
+              + ["test single calls"] + [f"test {name}" for name, _ in SINGLE_CALL] + ["test tool choice / with another request (chance)"])
     return (["### Final dev metrics and test single-call accuracy", "", run.source(*sources), ""]
             + md_table(header, rows) + ([""] + notes if notes else []))
 

@@ -20,7 +20,9 @@ gold calls, parsed calls, the raw text and its verdict), which ``botpsy sft`` wr
 ``tool_choice`` asks a narrower question, to tell a model that cannot write a call from one that
 cannot pick the tool: with thinking off and the turn forced up to ``<function=``, which offered
 tool's name (with its closing ``>``) is most likely? ``tool_choice_rate`` is how often that is a
-gold tool, next to ``chance_rate``, the mean of 1 / (tools offered).
+gold tool, next to ``chance_rate``, the mean of 1 / (tools offered). The same ranking with the
+request swapped for another one (``tool_choice_rate_other_request``) tells whether the choice
+comes from the request at all.
 """
 
 from __future__ import annotations
@@ -143,38 +145,64 @@ def call_accuracy(model, tokenizer, examples: list[dict], max_new_tokens: int = 
     }
 
 
-@torch.no_grad()
-def tool_choice(model, tokenizer, examples: list[dict]) -> dict:
-    """Rank the offered tools by likelihood at the call's name (see module docstring)."""
+def _tool_scores(model, tokenizer, context: list[dict], tools: list[dict]) -> list[float]:
+    """Log-likelihood of each offered tool's name (with its closing ``>``) right after ``<function=``."""
     from botpsy.chat.template import TOOL_CALL_OPEN
 
-    model.eval()
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    right, chance, n = 0, 0.0, 0
+    prompt = render([without_reasoning(m) for m in context], tools, add_generation_prompt=True, enable_thinking=False)
+    prompt += f"{TOOL_CALL_OPEN}\n<function="
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    rows = [tokenizer(prompt + t["function"]["name"] + ">", add_special_tokens=False)["input_ids"] for t in tools]
+    # Score from the first token where a candidate can differ from the prompt (BPE may merge "=" and the name).
+    start = next((i for i in range(len(prompt_ids)) if any(r[i] != prompt_ids[i] for r in rows)), len(prompt_ids))
+    ids, labels = collate([Encoded(input_ids=r, labels=[IGNORE] * start + r[start:]) for r in rows], pad_id)
+    logits = model(input_ids=ids).logits[:, :-1].float()
+    targets = labels[:, 1:]
+    keep = targets != IGNORE
+    token_lp = torch.log_softmax(logits, -1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (token_lp * keep).sum(-1).tolist()
+
+
+def _with_request(context: list[dict], request: str) -> list[dict]:
+    """``context`` with its last user turn's text replaced by ``request``."""
+    last = max(i for i, m in enumerate(context) if m.get("role") == "user")
+    return [dict(m, content=request) if i == last else m for i, m in enumerate(context)]
+
+
+@torch.no_grad()
+def tool_choice(model, tokenizer, examples: list[dict]) -> dict:
+    """Rank the offered tools by likelihood at the call's name (see module docstring).
+
+    Each example is also ranked with its request swapped for that of the next example whose
+    gold tool differs (same tools, same system turn): ``tool_choice_rate_other_request`` is how
+    often the original gold tool still comes first. A model that reads the request falls well
+    below ``tool_choice_rate`` there; one that picks from the offered tools alone does not.
+    """
+    model.eval()
+    cases = []
     for example in examples:
         turn = first_call_turn(example)
         tools = example.get("tools") or []
-        if turn is None or not tools:
-            continue
-        context, gold = turn
-        prompt = render([without_reasoning(m) for m in context], tools, add_generation_prompt=True, enable_thinking=False)
-        prompt += f"{TOOL_CALL_OPEN}\n<function="
-        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if turn is not None and tools:
+            context, gold = turn
+            cases.append((context, tools, {c["function"]["name"] for c in gold}))
+    right = swapped_right = swaps = 0
+    chance = 0.0
+    for i, (context, tools, gold) in enumerate(cases):
         names = [t["function"]["name"] for t in tools]
-        rows = [tokenizer(prompt + name + ">", add_special_tokens=False)["input_ids"] for name in names]
-        # Score from the first token where a candidate can differ from the prompt (BPE may merge "=" and the name).
-        start = next((i for i in range(len(prompt_ids)) if any(r[i] != prompt_ids[i] for r in rows)), len(prompt_ids))
-        ids, labels = collate([Encoded(input_ids=r, labels=[IGNORE] * start + r[start:]) for r in rows], pad_id)
-        logits = model(input_ids=ids).logits[:, :-1].float()
-        targets = labels[:, 1:]
-        keep = targets != IGNORE
-        token_lp = torch.log_softmax(logits, -1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-        scores = (token_lp * keep).sum(-1)
-        best = names[int(scores.argmax())]
-        right += int(best in {c["function"]["name"] for c in gold})
+        scores = _tool_scores(model, tokenizer, context, tools)
+        right += int(names[max(range(len(names)), key=scores.__getitem__)] in gold)
         chance += 1 / len(names)
-        n += 1
-    return {"choice_examples": n, "tool_choice_rate": right / max(1, n), "chance_rate": chance / max(1, n)}
+        other = next((c for c in cases[i + 1:] + cases[:i] if not (c[2] & gold)), None)
+        if other is not None:
+            request = next(m["content"] for m in reversed(other[0]) if m.get("role") == "user")
+            scores = _tool_scores(model, tokenizer, _with_request(context, request), tools)
+            swapped_right += int(names[max(range(len(names)), key=scores.__getitem__)] in gold)
+            swaps += 1
+    n = max(1, len(cases))
+    return {"choice_examples": len(cases), "tool_choice_rate": right / n, "chance_rate": chance / n,
+            "tool_choice_rate_other_request": swapped_right / swaps if swaps else None}
 
 
 @torch.no_grad()

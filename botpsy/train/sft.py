@@ -25,6 +25,7 @@ from pathlib import Path
 
 from botpsy.config import save_config
 from botpsy.output import emit
+from botpsy.eval.report import pct
 
 
 @dataclass
@@ -158,7 +159,8 @@ def main(config: SFTConfig) -> int:
          f"dev exact calls {r['dev'].get('exact_call_rate', 0):.0%}"
          + (f", test single-call: schema-valid {r['test_single_call']['schema_valid_rate']:.0%}, exact "
             f"{r['test_single_call']['exact_call_rate']:.0%}, picks the right offered tool "
-            f"{r['test_single_call']['tool_choice_rate']:.0%} (chance {r['test_single_call']['chance_rate']:.0%}); "
+            f"{r['test_single_call']['tool_choice_rate']:.0%} (chance {r['test_single_call']['chance_rate']:.0%}; "
+            f"with another request swapped in {pct(r['test_single_call']['tool_choice_rate_other_request'])}); "
             f"constrained decoding: schema-valid {r['test_single_call']['constrained']['schema_valid_rate']:.0%}, "
             f"exact {r['test_single_call']['constrained']['exact_call_rate']:.0%}"
             if "test_single_call" in r else "") + f" -> {out}")

@@ -11,6 +11,7 @@ from botpsy.chat.template import render
 from botpsy.model.checkpoint import load_checkpoint
 from botpsy.train import dev_eval
 from botpsy.train.dev_eval import call_accuracy, calls_match, first_call_turn, schema_valid, tool_choice
+from tests.chat.conversations import call
 from tests.conftest import SAMPLE_TEXTS, train_briefly
 from tests.train.test_sft import make_examples
 
@@ -73,10 +74,45 @@ def test_tool_choice_picks_the_offered_tool_the_model_prefers(tiny_checkpoint):
     examples = make_examples(4)  # gold get_weather; get_weather and set_alarm offered
     gold = tool_choice(Favour(ckpt.model, ckpt.tokenizer, "get_weather"), ckpt.tokenizer, examples)
     wrong = tool_choice(Favour(ckpt.model, ckpt.tokenizer, "set_alarm"), ckpt.tokenizer, examples)
-    assert gold == {"choice_examples": 4, "tool_choice_rate": 1.0, "chance_rate": 0.5}
+    assert gold == {"choice_examples": 4, "tool_choice_rate": 1.0, "chance_rate": 0.5,
+                    "tool_choice_rate_other_request": None}  # every gold tool is the same: nothing to swap in
     assert wrong["tool_choice_rate"] == 0.0
     plain = tool_choice(ckpt.model, ckpt.tokenizer, examples + [dict(examples[0], tools=[])])  # no tools: skipped
     assert plain["choice_examples"] == 4 and 0.0 <= plain["tool_choice_rate"] <= 1.0
+
+
+class Reader(Favour):
+    """Favours get_weather when the last request asks about the weather, set_alarm otherwise."""
+
+    def __init__(self, model, tokenizer):
+        super().__init__(model, tokenizer, "get_weather")
+        self.tokenizer = tokenizer
+        self.alarm = tokenizer("<function=set_alarm>", add_special_tokens=False)["input_ids"]
+
+    def forward(self, input_ids):
+        out = self.model(input_ids=input_ids)
+        for row, ids in enumerate(input_ids):
+            text = self.tokenizer.decode(ids)
+            asks_weather = "weather in" in text[text.rindex("user"):]  # the last turn's role tag onwards
+            out.logits[row, :, self.favoured if asks_weather else self.alarm] += 50.0
+        return out
+
+
+def alarm_examples(n: int) -> list[dict]:
+    rows = make_examples(n)
+    for i, row in enumerate(rows):
+        row["messages"] = [row["messages"][0], {"role": "user", "content": f"alarm at {7 + i}"},
+                           {"role": "assistant", "content": "", "tool_calls": [call("set_alarm", hour=7 + i)]}]
+    return rows
+
+
+def test_tool_choice_with_swapped_requests_tells_reading_from_guessing(tiny_checkpoint):
+    ckpt = load_checkpoint(tiny_checkpoint)
+    examples = make_examples(2) + alarm_examples(2)
+    reader = tool_choice(Reader(ckpt.model, ckpt.tokenizer), ckpt.tokenizer, examples)
+    assert reader["tool_choice_rate"] == 1.0 and reader["tool_choice_rate_other_request"] == 0.0
+    guesser = tool_choice(Favour(ckpt.model, ckpt.tokenizer, "get_weather"), ckpt.tokenizer, examples)
+    assert guesser["tool_choice_rate"] == guesser["tool_choice_rate_other_request"] == 0.5
 
 
 def test_constrained_call_accuracy_hands_each_prompt_its_offered_tools(tiny_checkpoint, monkeypatch):

@@ -3,6 +3,8 @@
     .venv/bin/python bench/copy_probe.py            # writes bench_out/copy_probe.json
     .venv/bin/python bench/copy_probe.py --lrs 1e-3,3e-3 --layouts hybrid --json
     .venv/bin/python bench/copy_probe.py --lrs 1e-3 --prefix 200 --batch 16 --out bench_out/copy_probe_prefix200.json
+    .venv/bin/python bench/copy_probe.py --task induction --lrs 1e-3 --layouts hybrid --prefix 16 --steps 800 \
+        --batch 16 --decay-init log_uniform --out bench_out/induction_probe_hybrid.json   # and --layouts attention
 
 For each layout (``hybrid``: the speedrun's tiny preset, three Gated DeltaNet layers then one
 attention layer; ``hybrid2``: DeltaNet and attention alternating; ``attention``: the same model
@@ -30,7 +32,11 @@ class ProbeBenchConfig:
     lrs: str = field(default="1e-3,2e-3,3e-3", metadata={"help": "Comma-separated peak learning rates."})
     layouts: str = field(default="hybrid,attention", metadata={"help": "Comma-separated: " + ", ".join(LAYOUTS)})
     steps: int = field(default=150, metadata={"help": "Training steps per probe."})
-    prefix: int = field(default=0, metadata={"help": "Random filler tokens before the string (distance to copy across)."})
+    task: str = field(default="copy", metadata={
+        "help": "copy: repeat a string right after a separator (a fixed distance: position alone solves it); "
+                "induction: the repeat follows a random gap of tokens from the same alphabet, so only looking the "
+                "previous token up does (botpsy.model.probe.induction_batch).", "choices": ["copy", "induction"]})
+    prefix: int = field(default=0, metadata={"help": "Random filler tokens before the string (distance to copy across); for --task induction, the filler split around the first copy."})
     batch: int = field(default=32, metadata={"help": "Sequences per step."})
     decay_init: str = field(default="transformers", metadata={
         "help": "Gated DeltaNet time steps of the fresh models: transformers' dt_bias = 1 (what "
@@ -64,7 +70,7 @@ def run(config: ProbeBenchConfig) -> dict:
             if config.decay_init == "log_uniform":
                 init_linear_decay(model, seed=0)
             start = time.perf_counter()
-            result = copy_probe(model, lr, steps=config.steps, prefix=config.prefix, batch=config.batch)
+            result = copy_probe(model, lr, steps=config.steps, prefix=config.prefix, batch=config.batch, task=config.task)
             rows.append({"layout": layout, "layer_types": spec.layer_types, "lr": lr,
                          "final_copy_accuracy": round(result.final_accuracy, 4), "steps_to_95": result.steps_to_95,
                          "curve": [[s, round(a, 4)] for s, a in result.accuracy],

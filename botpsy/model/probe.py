@@ -13,9 +13,21 @@ the token embeddings; the all-attention model's grows as much and it still copie
 growth is a symptom to watch, not a proven cause. ``residual_norms`` shows it on any checkpoint:
 the root-mean-square of the embeddings next to that of the residual stream after each layer.
 
+That task can be solved without looking tokens up: the repeat always sits a fixed distance
+after the original, and the string's tokens come from another range than the filler, so a
+model can copy by position. ``induction_batch`` removes both shortcuts: filler and string are
+drawn from the same alphabet, and a random gap separates the two copies, so only matching each
+token to its earlier occurrence (an induction head) predicts the next one. That is what carrying
+a value from a request into a call needs. On that task (gap 16, 800 steps of 16 rows at 1e-3,
+``bench_out/induction_probe_*.json``) the 3:1 hybrid ``tiny`` model stayed at chance (0.9% at
+the end, 1% is chance) and the all-attention one had only begun (7.6%).
+
 >>> batch = copy_batch(__import__("torch").Generator().manual_seed(0), n=2, length=3)
 >>> batch[0].shape, int((batch[1] != -100).sum())
 (torch.Size([2, 8]), 6)
+>>> ids, labels = induction_batch(__import__("torch").Generator().manual_seed(0), n=2, length=3, gap=4)
+>>> ids.shape, int((labels != -100).sum())  # 2 rows of 4 filler + 2 copies; all but each repeat's first token
+(torch.Size([2, 10]), 4)
 """
 
 from __future__ import annotations
@@ -45,10 +57,28 @@ def copy_batch(gen: torch.Generator, n: int = 32, length: int = 8, prefix: int =
     return ids, labels
 
 
+def induction_batch(gen: torch.Generator, n: int = 32, length: int = 8, gap: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows ``[filler a] x [filler b] x`` with ``a + b = gap``, ``b`` uniform in 1..gap, all tokens from
+    ``ALPHABET``; labels score the repeat's tokens after its first (which nothing predicts)."""
+    rows = []
+    for _ in range(n):
+        b = int(torch.randint(1, gap + 1, (1,), generator=gen)) if gap else 0
+        x = torch.randint(ALPHABET.start, ALPHABET.stop, (length,), generator=gen)
+        filler = torch.randint(ALPHABET.start, ALPHABET.stop, (gap,), generator=gen)
+        rows.append(torch.cat([filler[: gap - b], x, filler[gap - b:], x]))
+    ids = torch.stack(rows)
+    labels = torch.full_like(ids, IGNORE)
+    labels[:, -(length - 1):] = ids[:, -(length - 1):]
+    return ids, labels
+
+
+BATCHES = {"copy": copy_batch, "induction": induction_batch}
+
+
 @torch.no_grad()
-def copy_accuracy(model, gen: torch.Generator, n: int = 64, length: int = 8, prefix: int = 0) -> float:
+def copy_accuracy(model, gen: torch.Generator, n: int = 64, length: int = 8, prefix: int = 0, task: str = "copy") -> float:
     """Share of repeated tokens the model predicts (argmax, teacher-forced)."""
-    ids, labels = copy_batch(gen, n, length, prefix)
+    ids, labels = BATCHES[task](gen, n, length, prefix)
     predicted = model(input_ids=ids).logits[:, :-1].argmax(-1)
     keep = labels[:, 1:] != IGNORE
     return float((predicted[keep] == labels[:, 1:][keep]).float().mean())
@@ -75,14 +105,17 @@ class ProbeResult:
 
 
 def copy_probe(model, lr: float, steps: int = 150, every: int = 25, seed: int = 0, grad_clip: float = 1.0,
-               length: int = 8, prefix: int = 0, batch: int = 32) -> ProbeResult:
-    """Train ``model`` on the copy task with AdamW at ``lr`` (clipped like SFT) and track accuracy."""
+               length: int = 8, prefix: int = 0, batch: int = 32, task: str = "copy") -> ProbeResult:
+    """Train ``model`` on the copy task with AdamW at ``lr`` (clipped like SFT) and track accuracy.
+
+    ``task="induction"`` trains on ``induction_batch`` instead, with ``prefix`` as its gap.
+    """
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     curve, reached = [], None
     model.train()
     for step in range(1, steps + 1):
-        ids, labels = copy_batch(gen, batch, length, prefix)
+        ids, labels = BATCHES[task](gen, batch, length, prefix)
         loss = model(input_ids=ids, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -90,11 +123,11 @@ def copy_probe(model, lr: float, steps: int = 150, every: int = 25, seed: int = 
         opt.step()
         if step % every == 0 or step == steps:
             model.eval()
-            accuracy = copy_accuracy(model, gen, length=length, prefix=prefix)
+            accuracy = copy_accuracy(model, gen, length=length, prefix=prefix, task=task)
             model.train()
             curve.append((step, accuracy))
             if reached is None and accuracy >= 0.95:
                 reached = step
     model.eval()
-    norms = residual_norms(model, copy_batch(gen, 4, length, prefix)[0])
+    norms = residual_norms(model, BATCHES[task](gen, 4, length, prefix)[0])
     return ProbeResult(lr, steps, curve, norms, reached)

@@ -6,7 +6,7 @@ all-attention model did (see ``botpsy.model.probe`` and ``bench/copy_probe.py``)
 
 import pytest
 
-from botpsy.model.probe import copy_batch, residual_norms
+from botpsy.model.probe import ALPHABET, copy_batch, induction_batch, residual_norms
 
 
 def test_copy_batch_scores_only_the_repeat():
@@ -19,6 +19,20 @@ def test_copy_batch_scores_only_the_repeat():
     ids, labels = copy_batch(torch.Generator().manual_seed(1), n=2, length=4, prefix=5)
     assert ids.shape == (2, 15) and (labels[:, :11] == -100).all() and torch.equal(ids[:, 6:10], ids[:, 11:])
     assert ((ids[:, 1:6] >= 300) & (ids[:, 1:6] < 400)).all()
+
+
+def test_induction_batch_leaves_only_lookup_to_predict_the_repeat():
+    import torch
+
+    ids, labels = induction_batch(torch.Generator().manual_seed(2), n=64, length=5, gap=12)
+    assert ids.shape == (64, 22) and ((ids >= ALPHABET.start) & (ids < ALPHABET.stop)).all()
+    assert (labels[:, :-4] == -100).all() and torch.equal(labels[:, -4:], ids[:, -4:])
+    starts = set()
+    for row in ids.tolist():
+        repeat = row[-5:]
+        start = next(i for i in range(0, 13) if row[i:i + 5] == repeat)  # the first copy, somewhere in the filler
+        starts.add(start)
+    assert len(starts) > 5  # the gap varies, so no fixed offset finds the original
 
 
 @pytest.mark.slow

@@ -71,7 +71,7 @@ class EvalConfig:
         "help": "Keep tool calls to the offered tools, their parameters and enum values on local backends "
                 "(botpsy.chat.constrain; HTTP endpoints are never constrained, so compare those with --no-constrain-calls)."})
     threads: int = field(default=0, metadata={"help": "CPU threads for local models (0 = all physical cores)."})
-    n_ctx: int = field(default=0, metadata={"help": "Context size for local models (0 = max tokens + 8192)."})
+    n_ctx: int = field(default=0, metadata={"help": "Context size for local models (0 = max tokens + 16384: BFCL multi_turn_base prompts run past 8,192 tokens)."})
     concurrency: int = field(default=1, metadata={"help": "Items in flight at once (HTTP models only)."})
     compare_quants: str = field(default="", metadata={
         "help": "A GGUF folder: evaluate its bf16, Q8_0 and Q4_K_M files and report deltas against bf16."})
@@ -238,7 +238,7 @@ def run_one(backend: Backend, suite: Any, item: Item, settings: RunSettings) -> 
 def open_model(model: str, config: EvalConfig) -> Backend:
     from botpsy.agent.backends import open_backend
 
-    n_ctx = config.n_ctx or config.max_tokens + 8192
+    n_ctx = config.n_ctx or config.max_tokens + 16384
     return open_backend(model, BackendOptions(threads=config.threads, n_ctx=n_ctx))
 
 

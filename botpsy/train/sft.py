@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from botpsy.config import save_config
-from botpsy.output import emit
 from botpsy.eval.report import pct
+from botpsy.output import emit
 
 
 @dataclass

@@ -28,6 +28,9 @@ the end, 1% is chance) and the all-attention one had only begun (7.6%).
 >>> ids, labels = induction_batch(__import__("torch").Generator().manual_seed(0), n=2, length=3, gap=4)
 >>> ids.shape, int((labels != -100).sum())  # 2 rows of 4 filler + 2 copies; all but each repeat's first token
 (torch.Size([2, 10]), 4)
+>>> ids, labels = rotation_batch(__import__("torch").Generator().manual_seed(0), n=2, length=5)
+>>> ids.shape, int((labels != -100).sum()), sorted(ids[0, :5].tolist()) == sorted(ids[0, 5:].tolist())
+(torch.Size([2, 10]), 8, True)
 """
 
 from __future__ import annotations
@@ -72,7 +75,30 @@ def induction_batch(gen: torch.Generator, n: int = 32, length: int = 8, gap: int
     return ids, labels
 
 
-BATCHES = {"copy": copy_batch, "induction": induction_batch}
+def rotation_batch(gen: torch.Generator, n: int = 32, length: int = 48, prefix: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows ``[prefix filler] x roll(x, -s)``: ``x`` is ``length`` distinct ``ALPHABET`` tokens, the
+    repeat starts at a random offset ``s`` (1..length-1) and wraps around.
+
+    A denser induction task than ``induction_batch``: every token of the repeat after its first
+    is predicted by finding the token before it in ``x`` (the tokens are distinct, so the answer is
+    unique), and the distance back varies from row to row. A row scores ``length - 1`` tokens, not
+    ``length - 1`` of ``2 * length + gap``. ``prefix`` puts filler tokens (another range) in front.
+    """
+    if not 1 < length <= len(ALPHABET):
+        raise ValueError(f"length must be in 2..{len(ALPHABET)}, got {length}")
+    rows = []
+    for _ in range(n):
+        x = torch.randperm(len(ALPHABET), generator=gen)[:length] + ALPHABET.start
+        shift = int(torch.randint(1, length, (1,), generator=gen))
+        filler = torch.randint(FILLER.start, FILLER.stop, (prefix,), generator=gen)
+        rows.append(torch.cat([filler, x, torch.roll(x, -shift)]))
+    ids = torch.stack(rows)
+    labels = torch.full_like(ids, IGNORE)
+    labels[:, -(length - 1):] = ids[:, -(length - 1):]
+    return ids, labels
+
+
+BATCHES = {"copy": copy_batch, "induction": induction_batch, "rotation": rotation_batch}
 
 
 @torch.no_grad()
@@ -108,7 +134,8 @@ def copy_probe(model, lr: float, steps: int = 150, every: int = 25, seed: int = 
                length: int = 8, prefix: int = 0, batch: int = 32, task: str = "copy") -> ProbeResult:
     """Train ``model`` on the copy task with AdamW at ``lr`` (clipped like SFT) and track accuracy.
 
-    ``task="induction"`` trains on ``induction_batch`` instead, with ``prefix`` as its gap.
+    ``task="induction"`` trains on ``induction_batch`` instead, with ``prefix`` as its gap;
+    ``task="rotation"`` on ``rotation_batch``.
     """
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)

@@ -6,7 +6,7 @@ all-attention model did (see ``botpsy.model.probe`` and ``bench/copy_probe.py``)
 
 import pytest
 
-from botpsy.model.probe import ALPHABET, copy_batch, induction_batch, residual_norms
+from botpsy.model.probe import ALPHABET, FILLER, copy_batch, induction_batch, residual_norms, rotation_batch
 
 
 def test_copy_batch_scores_only_the_repeat():
@@ -33,6 +33,24 @@ def test_induction_batch_leaves_only_lookup_to_predict_the_repeat():
         start = next(i for i in range(0, 13) if row[i:i + 5] == repeat)  # the first copy, somewhere in the filler
         starts.add(start)
     assert len(starts) > 5  # the gap varies, so no fixed offset finds the original
+
+
+def test_rotation_batch_repeats_distinct_tokens_from_a_varying_offset():
+    import torch
+
+    ids, labels = rotation_batch(torch.Generator().manual_seed(3), n=64, length=10, prefix=3)
+    assert ids.shape == (64, 23) and ((ids[:, :3] >= FILLER.start) & (ids[:, :3] < FILLER.stop)).all()
+    assert (labels[:, :-9] == -100).all() and torch.equal(labels[:, -9:], ids[:, -9:])
+    shifts = set()
+    for row in ids.tolist():
+        x, repeat = row[3:13], row[13:]
+        assert len(set(x)) == 10  # distinct, so the token before each answer points to one place
+        shift = x.index(repeat[0])
+        assert repeat == x[shift:] + x[:shift] and shift > 0
+        shifts.add(shift)
+    assert len(shifts) > 5
+    with pytest.raises(ValueError, match="length"):
+        rotation_batch(torch.Generator(), n=1, length=101)
 
 
 @pytest.mark.slow
@@ -65,3 +83,21 @@ def test_doctests():
     from botpsy.model import probe
 
     assert doctest.testmod(probe).failed == 0
+
+
+def test_probe_bench_runs_rotation_on_the_hybrid_and_gpt2(tmp_path):
+    """``bench/copy_probe.py`` end to end for two steps: a JSON row per layout, GPT-2 included."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "probe.json"
+    script = Path(__file__).resolve().parents[2] / "bench" / "copy_probe.py"
+    done = subprocess.run([sys.executable, str(script), "--task", "rotation", "--length", "12", "--lrs", "1e-3",
+                           "--layouts", "hybrid,gpt2", "--steps", "2", "--batch", "2", "--threads", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr  # two steps cannot reach the target, and the exit code says so
+    result = json.loads(out.read_text())
+    assert [r["layout"] for r in result["probes"]] == ["hybrid", "gpt2"] and result["target_met"] is False
+    assert result["probes"][1]["layer_types"] == ["gpt2_attention"] * 4 and len(result["probes"][1]["residual_rms"]) == 5

@@ -98,13 +98,69 @@ def rotation_batch(gen: torch.Generator, n: int = 32, length: int = 48, prefix: 
     return ids, labels
 
 
+def vocabulary_alphabet(tokenizer) -> torch.Tensor:
+    """Every id of ``tokenizer`` that is not a special or markup token (nothing starting with ``<``), sorted."""
+    markup = set(tokenizer.all_special_ids) | {i for t, i in tokenizer.get_vocab().items() if t.startswith("<")}
+    return torch.tensor(sorted(set(range(len(tokenizer))) - markup))
+
+
+def corpus_weights(tokenizer, alphabet: torch.Tensor, text: str) -> torch.Tensor:
+    """Sampling weights for ``alphabet``: each id's count in ``text`` plus 0.1 (so unseen ids stay possible)."""
+    from collections import Counter
+
+    counts = Counter(tokenizer(text)["input_ids"])
+    return torch.tensor([float(counts.get(int(i), 0)) + 0.1 for i in alphabet])
+
+
+def vocabulary_induction_batch(gen: torch.Generator, alphabet: torch.Tensor, weights: torch.Tensor | None = None,
+                               n: int = 16, blocks: int = 4, gap: int = 16,
+                               pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``induction_batch`` over a real vocabulary: each row is ``blocks`` blocks ``[filler a] x [filler b] x``.
+
+    ``x`` is 3-8 tokens, ``a + b = gap`` with ``b`` uniform in 1..gap, and every token is drawn from
+    ``alphabet`` (uniformly, or by ``weights``, e.g. ``corpus_weights``: the speedrun's own token
+    frequencies). Labels score each repeat after its first token. A row carries the state of its
+    earlier blocks, as a trajectory carries its tools block into the request. Rows are right-padded.
+    """
+    def draw(count: int) -> torch.Tensor:
+        if weights is None:
+            return alphabet[torch.randint(0, len(alphabet), (count,), generator=gen)]
+        return alphabet[torch.multinomial(weights, count, replacement=True, generator=gen)]
+
+    rows, row_labels = [], []
+    for _ in range(n):
+        parts, labels = [], []
+        for _ in range(blocks):
+            length = int(torch.randint(3, 9, (1,), generator=gen))
+            b = int(torch.randint(1, gap + 1, (1,), generator=gen))
+            x, filler = draw(length), draw(gap)
+            part = torch.cat([filler[: gap - b], x, filler[gap - b:], x])
+            label = torch.full_like(part, IGNORE)
+            label[-(length - 1):] = x[1:]
+            parts.append(part)
+            labels.append(label)
+        rows.append(torch.cat(parts))
+        row_labels.append(torch.cat(labels))
+    width = max(len(r) for r in rows)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    out = torch.full((n, width), IGNORE, dtype=torch.long)
+    for i, (row, label) in enumerate(zip(rows, row_labels)):
+        ids[i, : len(row)], out[i, : len(label)] = row, label
+    return ids, out
+
+
 BATCHES = {"copy": copy_batch, "induction": induction_batch, "rotation": rotation_batch}
 
 
 @torch.no_grad()
 def copy_accuracy(model, gen: torch.Generator, n: int = 64, length: int = 8, prefix: int = 0, task: str = "copy") -> float:
     """Share of repeated tokens the model predicts (argmax, teacher-forced)."""
-    ids, labels = BATCHES[task](gen, n, length, prefix)
+    return repeat_accuracy(model, *BATCHES[task](gen, n, length, prefix))
+
+
+@torch.no_grad()
+def repeat_accuracy(model, ids: torch.Tensor, labels: torch.Tensor) -> float:
+    """Share of labelled tokens that are the model's argmax next token (teacher-forced)."""
     predicted = model(input_ids=ids).logits[:, :-1].argmax(-1)
     keep = labels[:, 1:] != IGNORE
     return float((predicted[keep] == labels[:, 1:][keep]).float().mean())

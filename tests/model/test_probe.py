@@ -101,3 +101,48 @@ def test_probe_bench_runs_rotation_on_the_hybrid_and_gpt2(tmp_path):
     result = json.loads(out.read_text())
     assert [r["layout"] for r in result["probes"]] == ["hybrid", "gpt2"] and result["target_met"] is False
     assert result["probes"][1]["layer_types"] == ["gpt2_attention"] * 4 and len(result["probes"][1]["residual_rms"]) == 5
+
+
+def test_vocabulary_induction_batch_repeats_strings_from_the_whole_vocabulary(tiny_tokenizer):
+    import torch
+
+    from botpsy.model.probe import corpus_weights, vocabulary_alphabet, vocabulary_induction_batch
+
+    alphabet = vocabulary_alphabet(tiny_tokenizer)
+    markup = {i for t, i in tiny_tokenizer.get_vocab().items() if t.startswith("<")}
+    assert markup and not markup & set(alphabet.tolist()) and len(alphabet) == len(tiny_tokenizer) - len(markup)
+    ids, labels = vocabulary_induction_batch(torch.Generator().manual_seed(4), alphabet, n=32, blocks=3, gap=6, pad_id=0)
+    for row, label in zip(ids.tolist(), labels.tolist()):
+        scored = [i for i, y in enumerate(label) if y != -100]
+        assert 3 * 2 <= len(scored) <= 3 * 7 and all(label[i] == row[i] for i in scored)
+        for i in scored:  # each scored token continues a string seen 1..6 filler tokens + its length earlier
+            assert any(row[j] == row[i] and row[j - 1] == row[i - 1] for j in range(max(1, i - 6 - 8), i - 3))
+    assert set(ids[labels != -100].tolist()) <= set(alphabet.tolist())
+    # Corpus weights: frequent ids are drawn far more often than ids the text never uses.
+    weights = corpus_weights(tiny_tokenizer, alphabet, "the alarm " * 50)
+    common = alphabet[weights.argmax()]
+    ids, labels = vocabulary_induction_batch(torch.Generator().manual_seed(5), alphabet, weights, n=8, gap=4)
+    assert (ids == common).float().mean() > 0.2
+
+
+def test_vocab_induction_bench_trains_a_checkpoint_and_saves_it(tmp_path, tiny_checkpoint):
+    """``bench/vocab_induction_probe.py`` end to end for two steps, with the corpus sampler and --save."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "corpus.txt").write_text("Set an alarm at 7:30 for the gym. Turn the brightness to 40.\n" * 20)
+    out, saved = tmp_path / "vi.json", tmp_path / "pretrained"
+    script = Path(__file__).resolve().parents[2] / "bench" / "vocab_induction_probe.py"
+    done = subprocess.run([sys.executable, str(script), "--base", str(tiny_checkpoint), "--data", str(data), "--steps", "2",
+                           "--every", "1", "--batch", "2", "--save", str(saved), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert [row[0] for row in result["curve_step_loss_accuracy"]] == [1, 2]
+    assert result["unigram_perplexity"] < result["alphabet_size"] and 0 < result["commonest_token_accuracy"] < 1
+    meta = json.loads((saved / "meta.json").read_text())
+    assert meta["stage"] == "base" and meta["induction_pretraining"]["steps"] == 2

@@ -68,10 +68,49 @@ def quantize_file(source: str | Path, target: str | Path, ftype_name: str, threa
     return llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), params)
 
 
+def extra_buffer_types_enabled() -> bool:
+    """Whether llama.cpp may keep weights in its extra CPU buffer types (AMX tiles, repacked quant blocks).
+
+    On a Xeon with AMX (2026-12-05), llama-cpp-python 0.3.36 built natively compiles in ggml's AMX
+    buffer type, and decoding the tiny test models segfaulted inside ``llama_decode`` (the runtime
+    and agent tests); with extra buffer types off they passed. So they are off when the build
+    reports AMX, and on elsewhere (where they repack Q4/Q8 weights for speed).
+    ``BOTPSY_LLAMA_EXTRA_BUFTS=1`` or ``0`` forces either way.
+    """
+    setting = os.environ.get("BOTPSY_LLAMA_EXTRA_BUFTS", "")
+    if setting in ("0", "1"):
+        return setting == "1"
+    info = llama_cpp.llama_print_system_info()
+    return "AMX_INT8 = 1" not in (info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info))
+
+
+def new_llama(**kwargs) -> "llama_cpp.Llama":
+    """``llama_cpp.Llama(**kwargs)``, with extra buffer types off where ``extra_buffer_types_enabled`` says so.
+
+    ``Llama`` takes no flag for them, so its default model parameters are swapped for the
+    duration of the load.
+    """
+    if extra_buffer_types_enabled():
+        return llama_cpp.Llama(**kwargs)
+    bindings = llama_cpp.llama_cpp  # the module whose defaults ``Llama.__init__`` reads
+    default = bindings.llama_model_default_params
+
+    def without_extra_buffer_types():
+        params = default()
+        params.use_extra_bufts = False
+        return params
+
+    bindings.llama_model_default_params = without_extra_buffer_types
+    try:
+        return llama_cpp.Llama(**kwargs)
+    finally:
+        bindings.llama_model_default_params = default
+
+
 def open_llama(path: str | Path, n_ctx: int, threads: int = 0, logits_all: bool = False):
     """A plain ``llama_cpp.Llama`` (for parity checks that read raw logits)."""
-    return llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, logits_all=logits_all,
-                           n_threads=threads or default_threads(), verbose=False)
+    return new_llama(model_path=str(path), n_ctx=n_ctx, logits_all=logits_all,
+                     n_threads=threads or default_threads(), verbose=False)
 
 
 def llama_system_info() -> dict[str, str]:
@@ -122,7 +161,7 @@ class LlamaBackend(Backend):
                                                        available_bytes)
         self.threads = self.options.threads or default_threads()
         try:
-            self._llm = llama_cpp.Llama(
+            self._llm = new_llama(
                 model_path=str(self.path), n_ctx=self.options.n_ctx, n_batch=self.options.n_batch,
                 n_threads=self.threads, n_threads_batch=self.threads, verbose=False)
         except (ValueError, RuntimeError) as exc:
@@ -345,8 +384,8 @@ class BareLlamaLoop:
     """
 
     def __init__(self, model_path: str | Path, threads: int, n_ctx: int) -> None:
-        self._llm = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=threads,
-                                    n_threads_batch=threads, verbose=False)
+        self._llm = new_llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=threads,
+                              n_threads_batch=threads, verbose=False)
         self._vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
 
     def run(self, prompt_ids: Sequence[int], max_tokens: int,

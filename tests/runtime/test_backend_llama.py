@@ -133,3 +133,27 @@ def test_prompt_longer_than_the_context_is_refused(runtime_ggufs):
         stream = backend.stream(long_prompt, SamplingConfig(temperature=1.0, seed=1), 1000)
         assert 0 < len(ids_of(stream)) <= 256 - len(long_prompt)  # max_tokens is clamped to the space left
 
+
+
+def test_extra_buffer_types_follow_the_build_and_the_override(runtime_ggufs, monkeypatch):
+    """Extra CPU buffer types (AMX, repacking) are off where the build has AMX, and the override wins."""
+    import llama_cpp
+
+    from botpsy.runtime.llama_backend import extra_buffer_types_enabled, new_llama, open_llama
+
+    default = llama_cpp.llama_cpp.llama_model_default_params
+    has_amx = "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    monkeypatch.delenv("BOTPSY_LLAMA_EXTRA_BUFTS", raising=False)
+    assert extra_buffer_types_enabled() is not has_amx
+    for setting, expected in (("0", False), ("1", True)):
+        monkeypatch.setenv("BOTPSY_LLAMA_EXTRA_BUFTS", setting)
+        llm = new_llama(model_path=str(runtime_ggufs["q8_0"]), n_ctx=64, n_threads=1, verbose=False)
+        assert llm.model_params.use_extra_bufts is expected
+        llm.close()
+    assert llama_cpp.llama_cpp.llama_model_default_params is default  # swapped back after the load
+    monkeypatch.setenv("BOTPSY_LLAMA_EXTRA_BUFTS", "0")
+    llm = open_llama(runtime_ggufs["f32"], n_ctx=64, threads=1)
+    ids = llm.tokenize(b"Set an alarm", add_bos=False)
+    llm.eval(ids)  # a decode through the plain Llama API works with them off
+    assert llm.n_tokens == len(ids)
+    llm.close()

@@ -48,6 +48,9 @@ class ProbeBenchConfig:
         "help": "Gated DeltaNet time steps of the fresh models: transformers' dt_bias = 1 (what "
                 "bench_out/copy_probe.json was measured with) or log_uniform (botpsy init's default).",
         "choices": ["transformers", "log_uniform"]})
+    beta2: float = field(default=0.999, metadata={
+        "help": "AdamW's second-moment decay: 0.999 is torch's default, which every earlier probe JSON used; SFT and the "
+                "other training stages use 0.95."})
     threads: int = field(default=2, metadata={"help": "torch threads."})
     out: str = field(default="bench_out/copy_probe.json", metadata={"help": "Result JSON."})
     json: bool = field(default=False, metadata={"help": "Print the result as JSON."})
@@ -86,7 +89,7 @@ def run(config: ProbeBenchConfig) -> dict:
                 layer_types = spec.layer_types
             start = time.perf_counter()
             result = copy_probe(model, lr, steps=config.steps, prefix=config.prefix, batch=config.batch, task=config.task,
-                                length=config.length)
+                                length=config.length, beta2=config.beta2)
             rows.append({"layout": layout, "layer_types": layer_types, "lr": lr,
                          "final_copy_accuracy": round(result.final_accuracy, 4), "steps_to_95": result.steps_to_95,
                          "curve": [[s, round(a, 4)] for s, a in result.accuracy],

@@ -53,7 +53,7 @@ def run(config: VocabInductionConfig) -> dict:
     import torch
 
     from botpsy.model.checkpoint import load_checkpoint, save_checkpoint
-    from botpsy.model.probe import corpus_weights, repeat_accuracy, vocabulary_alphabet, vocabulary_induction_batch
+    from botpsy.model.probe import corpus_sampler, repeat_accuracy, vocabulary_alphabet, vocabulary_induction_batch
 
     torch.set_num_threads(config.threads)
     checkpoint = load_checkpoint(config.base)
@@ -61,8 +61,7 @@ def run(config: VocabInductionConfig) -> dict:
     alphabet = vocabulary_alphabet(tokenizer)
     weights, perplexity, commonest = None, float(len(alphabet)), 1 / len(alphabet)
     if config.sampler == "corpus":
-        text = (Path(config.data) / "corpus.txt").read_text(encoding="utf-8")[: config.corpus_chars]
-        weights = corpus_weights(tokenizer, alphabet, text)
+        alphabet, weights = corpus_sampler(tokenizer, Path(config.data) / "corpus.txt", config.corpus_chars)
         p = weights / weights.sum()
         perplexity, commonest = float(torch.exp(-(p * p.log()).sum())), float(p.max())
     gen = torch.Generator().manual_seed(config.seed)

@@ -118,6 +118,18 @@ def corpus_weights(tokenizer, alphabet: torch.Tensor, text: str) -> torch.Tensor
     return torch.tensor([float(counts.get(int(i), 0)) + 0.1 for i in alphabet])
 
 
+def corpus_sampler(tokenizer, corpus, chars: int = 2_000_000) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(alphabet, weights)`` for ``vocabulary_induction_batch``: ``tokenizer``'s non-markup ids, weighted by
+    their counts in the first ``chars`` characters of the file ``corpus`` (``botpsy data``'s corpus.txt)."""
+    from pathlib import Path
+
+    corpus = Path(corpus)
+    if not corpus.is_file():
+        raise FileNotFoundError(f"{corpus} does not exist; `botpsy data` writes it beside train.jsonl")
+    alphabet = vocabulary_alphabet(tokenizer)
+    return alphabet, corpus_weights(tokenizer, alphabet, corpus.read_text(encoding="utf-8")[:chars])
+
+
 def vocabulary_induction_batch(gen: torch.Generator, alphabet: torch.Tensor, weights: torch.Tensor | None = None,
                                n: int = 16, blocks: int = 4, gap: int = 16,
                                pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -80,8 +80,7 @@ def extra_buffer_types_enabled() -> bool:
     setting = os.environ.get("BOTPSY_LLAMA_EXTRA_BUFTS", "")
     if setting in ("0", "1"):
         return setting == "1"
-    info = llama_cpp.llama_print_system_info()
-    return "AMX_INT8 = 1" not in (info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info))
+    return "AMX_INT8 = 1" not in llama_system_info()["system_info"]
 
 
 def new_llama(**kwargs) -> "llama_cpp.Llama":

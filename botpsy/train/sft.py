@@ -106,15 +106,12 @@ def induction_rows(tokenizer, corpus: Path, share: float, train: list, seed: int
     """
     import torch
 
-    from botpsy.model.probe import corpus_weights, vocabulary_alphabet, vocabulary_induction_batch
+    from botpsy.model.probe import corpus_sampler, vocabulary_induction_batch
     from botpsy.train.encode import Encoded
 
     if not 0 < share < 1:
         raise ValueError(f"induction_share must be in (0, 1), got {share}")
-    if not corpus.is_file():
-        raise FileNotFoundError(f"{corpus} does not exist; `botpsy data` writes it beside train.jsonl")
-    alphabet = vocabulary_alphabet(tokenizer)
-    weights = corpus_weights(tokenizer, alphabet, corpus.read_text(encoding="utf-8")[:corpus_chars])
+    alphabet, weights = corpus_sampler(tokenizer, corpus, corpus_chars)
     gen = torch.Generator().manual_seed(seed)
     wanted = share / (1 - share) * sum(len(item.input_ids) for item in train)
     rows, tokens = [], 0

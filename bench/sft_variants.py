@@ -37,13 +37,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from botpsy.train.sft import read_jsonl, write_jsonl
+
 SAME_DOMAIN_SHARE = 0.7  # as botpsy.world.tasks.offer_tools
 KEEP_TOOLS_KINDS = ("unavailable", "irrelevant", "injection")
 NO_TOOLS_SKIP_KINDS = ("unavailable", "irrelevant")
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def call_names(example: dict) -> list[str]:
@@ -113,7 +111,7 @@ def write_variant(data: Path, out: Path, train: list[dict]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name in ("dev.jsonl", "test.jsonl", "corpus.txt", "meta.json"):
         shutil.copy(data / name, out / name)
-    (out / "train.jsonl").write_text("".join(json.dumps(e) + "\n" for e in train), encoding="utf-8")
+    write_jsonl(out / "train.jsonl", train)
 
 
 def family_pairs(tokenizer) -> list[tuple[int, int, str]]:

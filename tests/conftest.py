@@ -25,9 +25,9 @@ def _shared_data_missing() -> bool:
     return not (default_data_dir() / "ifeval" / "input_data.jsonl").is_file()
 
 
-# IFEval / IFBench prompts live in ../shared/data beside the checkout (or $BOTPSY_DATA_DIR); the
-# project does not ship them. Tests that read them say so and skip where they are absent.
-needs_shared_data = pytest.mark.skipif(_shared_data_missing(), reason="IFEval/IFBench data not found (../shared/data or $BOTPSY_DATA_DIR)")
+# IFEval / IFBench prompts ship inside the package (botpsy/evaldata); $BOTPSY_DATA_DIR may point
+# elsewhere. Tests that read them still say so and skip if a pointed-to copy lacks them.
+needs_shared_data = pytest.mark.skipif(_shared_data_missing(), reason="IFEval/IFBench data not found (botpsy/evaldata or $BOTPSY_DATA_DIR)")
 
 
 def write_task_splits(folder, counts: dict[str, int], seed: int):

@@ -5,7 +5,8 @@
 * ``path/to/checkpoint/`` (a folder with ``config.json``): transformers;
 * ``http://host:port/v1``: any OpenAI-compatible server (vLLM, llama-server, Ollama);
 * ``scripted:replies.json``: the scripted fake, replaying a JSON list of generated turns
-  (terminal tests and demos without a model).
+  (terminal tests and demos without a model);
+* a known base model name (``qwen2.5-coder-0.5b``, see ``botpsy models``): its pulled GGUF.
 
 Example::
 
@@ -30,6 +31,13 @@ def open_backend(model: str, options: BackendOptions) -> Backend:
         from botpsy.runtime.openai_backend import OpenAIBackend
 
         return OpenAIBackend(model)
+    from botpsy.model.bases import BaseModelError, is_base_name, resolve_base
+
+    if is_base_name(model):
+        try:
+            model = str(resolve_base(model))
+        except BaseModelError as exc:
+            raise ModelLoadError(str(exc)) from None
     path = Path(model)
     if path.is_dir():
         if not (path / "config.json").is_file():

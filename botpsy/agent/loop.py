@@ -69,6 +69,9 @@ class AgentConfig:
         "help": "Failed turns in a row (format errors, invalid calls) fed back to the model before giving up."})
     enable_thinking: bool = field(default=True, metadata={"help": "Let the model reason before answering."})
     generation: GenerateConfig = field(default_factory=GenerateConfig, metadata={"help": "Per-turn generation."})
+    native_template: str = field(default="", metadata={
+        "help": "Render prompts with this Jinja chat template (a base model's own; botpsy.chat.native) instead of "
+                "botpsy's format; set with generation.chat_format='native'."})
 
     def __post_init__(self) -> None:
         if self.max_steps < 1 or self.token_budget < 1 or self.max_retries < 0:
@@ -174,7 +177,12 @@ def model_turn(backend: Backend, messages: list[dict], tools: list[dict], config
                renderer: PromptRenderer | None = None) -> tuple[ModelStep, GenerationResult]:
     """Render the conversation, generate one assistant turn, and record it (calls not yet given ids)."""
     started = time.perf_counter()
-    prompt, prefix = (renderer or PromptRenderer()).prompt(messages, tools, config.enable_thinking)
+    if config.generation.chat_format == "native":
+        from botpsy.chat.native import render_native
+
+        prompt, prefix = render_native(config.native_template, model_view(messages), tools), ""
+    else:
+        prompt, prefix = (renderer or PromptRenderer()).prompt(messages, tools, config.enable_thinking)
     render_ms = (time.perf_counter() - started) * 1000
     generation = replace(config.generation, max_tokens=max(1, min(max_tokens, config.generation.max_tokens)))
     result: GenerationResult | None = None

@@ -60,7 +60,7 @@ class EvalConfig:
     bfcl_category: list[str] = field(default_factory=list, metadata={
         "help": "BFCL categories or groups (all, non_live, live, multi_turn); default all offline ones."})
     tasks: str = field(default="", metadata={"help": "Device task file (`botpsy tasks`); empty: draw from the test split."})
-    data_dir: str = field(default="", metadata={"help": "Folder holding ifeval/ and ifbench/ (default: ../shared/data)."})
+    data_dir: str = field(default="", metadata={"help": "Folder holding ifeval/ and ifbench/ (default: the packaged botpsy/evaldata)."})
     seed: int = field(default=0, metadata={"help": "Seed for drawing device tasks."})
     max_tokens: int = field(default=32768, metadata={"help": "Token cap per generation (a hit counts in the cap-hit rate)."})
     thinking_budget: int = field(default=0, metadata={"help": "Close the reasoning after this many tokens (0 = off)."})
@@ -70,6 +70,11 @@ class EvalConfig:
     constrain_calls: bool = field(default=True, metadata={
         "help": "Keep tool calls to the offered tools, their parameters and enum values on local backends "
                 "(botpsy.chat.constrain; HTTP endpoints are never constrained, so compare those with --no-constrain-calls)."})
+    chat_format: str = field(default="auto", metadata={
+        "help": "Prompt and parse format: 'botpsy' (the Qwen3.5 wire format botpsy trains), 'native' (each model's own "
+                "chat template from its GGUF, calls read leniently: fair baselines for pretrained models), or 'auto' "
+                "(native for a model whose template is not botpsy's). The choice per model goes into summary.json.",
+        "choices": ["auto", "botpsy", "native"]})
     threads: int = field(default=0, metadata={"help": "CPU threads for local models (0 = all physical cores)."})
     n_ctx: int = field(default=0, metadata={"help": "Context size for local models (0 = max tokens + 16384: BFCL multi_turn_base prompts run past 8,192 tokens)."})
     concurrency: int = field(default=1, metadata={"help": "Items in flight at once (HTTP models only)."})
@@ -136,10 +141,22 @@ def suite_options(config: EvalConfig, suite: str) -> SuiteOptions:
                         bfcl_categories=config.bfcl_category or ["all"], data_dir=config.data_dir)
 
 
-def settings_of(config: EvalConfig) -> RunSettings:
+def settings_of(config: EvalConfig, chat_format: str = "botpsy") -> RunSettings:
     return RunSettings(max_tokens=config.max_tokens, thinking_budget=config.thinking_budget,
                        enable_thinking=config.enable_thinking, max_turns=config.max_turns,
-                       token_budget=config.token_budget, constrain_calls=config.constrain_calls)
+                       token_budget=config.token_budget, constrain_calls=config.constrain_calls,
+                       chat_format=chat_format)
+
+
+def chat_format_for(backend: Backend, wanted: str) -> str:
+    """'botpsy' or 'native' for one model: ``auto`` is native when the model carries a chat template
+    that is not botpsy's (a pretrained base), botpsy otherwise (botpsy's exports, endpoints, fakes)."""
+    if wanted != "auto":
+        return wanted
+    from botpsy.model.tokenizer import CHAT_TEMPLATE
+
+    template = backend.chat_template()
+    return "native" if template and template.strip() != CHAT_TEMPLATE.strip() else "botpsy"
 
 
 # ---- running items, resumably ---------------------------------------------------------------
@@ -299,6 +316,7 @@ def main(config: EvalConfig) -> int:
     items = {s: SUITES[s](suite_options(config, s)).items() for s in suites}
     results: dict[str, dict[str, list[dict]]] = {}
     constrained: dict[str, bool] = {}  # which models decoded with calls kept to the offered tools
+    formats: dict[str, str] = {}  # which chat format (botpsy's or the model's own template) each model ran in
     for label, model in pairs:
         try:
             backend = open_model(model, config)
@@ -306,8 +324,10 @@ def main(config: EvalConfig) -> int:
             print(f"botpsy eval: {label}: {exc}", file=sys.stderr)
             return 2
         http = model.startswith(("http://", "https://"))
-        constrained[label] = config.constrain_calls and backend.supports_constraint
-        moved = set_aside_stale_records(out / label, run_fingerprint(model, settings_of(config), constrained[label]))
+        formats[label] = chat_format_for(backend, config.chat_format)
+        settings = settings_of(config, formats[label])
+        constrained[label] = config.constrain_calls and backend.supports_constraint and formats[label] == "botpsy"
+        moved = set_aside_stale_records(out / label, run_fingerprint(model, settings, constrained[label]))
         if moved:
             print(f"[eval] {label}: the model or the generation settings changed since its records were made; "
                   f"old records moved to {moved}", file=sys.stderr)
@@ -316,12 +336,13 @@ def main(config: EvalConfig) -> int:
             for s in suites:
                 print(f"[eval] {label} / {s}: {len(items[s])} items", file=sys.stderr, flush=True)
                 suite = SUITES[s](suite_options(config, s))
-                results[label][s] = run_suite(backend, suite, items[s], settings_of(config), out / label / f"{s}.jsonl",
+                results[label][s] = run_suite(backend, suite, items[s], settings, out / label / f"{s}.jsonl",
                                               config.concurrency if http else 1)
         finally:
             backend.close()
     summary = build_summary(results, dict(pairs), suites)
     summary["constrained_calls"] = constrained
+    summary["chat_format"] = formats
     # Quantizations evaluated together (by --compare-quants, or labelled so) are compared with bf16;
     # only --compare-quants turns a flagged drop into a failing exit status.
     scores = gate_scores(summary)

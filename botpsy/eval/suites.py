@@ -33,7 +33,7 @@ from typing import Any
 
 from botpsy.eval import metrics
 from botpsy.runtime.backend import Backend, SamplingConfig
-from botpsy.runtime.generate import GenerateConfig, chat_prompt, generate
+from botpsy.runtime.generate import GenerateConfig, generate
 
 
 @dataclass
@@ -46,11 +46,18 @@ class RunSettings:
     max_turns: int = 12
     token_budget: int = 0  # device: most generated tokens per task (0 = 4 x max_tokens)
     constrain_calls: bool = True  # local backends keep calls to the offered tools (HTTP ones cannot)
+    chat_format: str = "botpsy"  # "native": a base model in its own template (botpsy.chat.native)
 
     def generation(self) -> GenerateConfig:
         return GenerateConfig(max_tokens=self.max_tokens, sampling=SamplingConfig(temperature=0.0),
                               on_loop="observe", thinking_budget=self.thinking_budget,
-                              constrain_calls=self.constrain_calls)
+                              constrain_calls=self.constrain_calls and self.chat_format == "botpsy",
+                              chat_format=self.chat_format)
+
+    def chat_format_of(self, backend: Backend):
+        from botpsy.chat.native import ChatFormat
+
+        return ChatFormat.native(backend.chat_template()) if self.chat_format == "native" else ChatFormat.botpsy()
 
 
 @dataclass
@@ -61,7 +68,7 @@ class SuiteOptions:
     seed: int = 0
     tasks_file: str = ""  # device: a task file written by `botpsy tasks`; empty draws from the test split
     bfcl_categories: list[str] = field(default_factory=lambda: ["all"])
-    data_dir: str = ""  # ifeval/ifbench data (default: ../shared/data)
+    data_dir: str = ""  # ifeval/ifbench data (default: the packaged botpsy/evaldata)
 
 
 @dataclass
@@ -73,8 +80,8 @@ class Item:
 
 
 def run_turn(backend: Backend, messages: list[dict], tools: list[dict] | None, settings: RunSettings):
-    """One assistant turn for ``messages`` (rendered in botpsy's chat format)."""
-    prompt, prefix = chat_prompt(messages, tools, enable_thinking=settings.enable_thinking)
+    """One assistant turn for ``messages`` (rendered in botpsy's chat format, or the model's own)."""
+    prompt, prefix = settings.chat_format_of(backend).prompt(messages, tools, settings.enable_thinking)
     return generate(backend, prompt, settings.generation(), tools=tools, cache_prefix=prefix)
 
 
@@ -107,7 +114,8 @@ class DeviceSuite:
 
         budget = settings.token_budget or 4 * settings.max_tokens
         agent = AgentConfig(max_steps=settings.max_turns, token_budget=budget,
-                            enable_thinking=settings.enable_thinking, generation=settings.generation())
+                            enable_thinking=settings.enable_thinking, generation=settings.generation(),
+                            native_template=backend.chat_template() if settings.chat_format == "native" else "")
         record = solve_task(backend, item.payload, agent, settings.max_turns)
         return {"id": item.id, "correct": bool(record["success"]), **record}
 

@@ -46,6 +46,7 @@ class ExportConfig:
     keep_f32: bool = field(default=False, metadata={"help": "Keep the float32 intermediate model-f32.gguf."})
     threads: int = field(default=0, metadata={"help": "Quantizer threads (0: all cores)."})
     name: str = field(default="botpsy", metadata={"help": "Model name written into the GGUF metadata."})
+    allow_fallback: bool = field(default=False, metadata={"help": "Export even where llama.cpp must give some matrices another type than the format's (a pretrained model whose widths are not multiples of the block, e.g. the 0.5B student's 896 under Q4_K_M); the fallbacks are listed in meta.json's notices. Off: refuse, as for the reference family whose widths botpsy chooses."})
     json: bool = field(default=False, metadata={"help": "Print the result as JSON."})
 
 
@@ -83,7 +84,7 @@ def export_checkpoint(config: ExportConfig) -> dict:
     arch = gguf_architecture(model_config)
     tensors = list(gguf_tensors(model))
     problems = [p for fmt, _ in resolved for p in quantization_problems(tensors, model_config, fmt.name)]
-    if problems:
+    if problems and not config.allow_fallback:
         raise ExportError("refusing to export, llama.cpp would silently use other types: " + "; ".join(problems))
 
     out = Path(config.out)
@@ -91,6 +92,7 @@ def export_checkpoint(config: ExportConfig) -> dict:
     float_path = write_gguf(model, checkpoint.tokenizer, out / (file_name("f32") + ".partial"), name=config.name, tensors=tensors)
     check_gguf_file(float_path)
     files, notices = {}, tokenizer_notices(checkpoint.tokenizer)
+    notices += [f"fallback allowed: {p}" for p in problems]
     try:
         for fmt, notice in resolved:
             if notice:
@@ -98,7 +100,8 @@ def export_checkpoint(config: ExportConfig) -> dict:
             target = out / file_name(fmt.name)
             if fmt.name == "f32":
                 continue  # renamed from the intermediate below
-            partial = quantize_gguf(float_path, target.with_name(target.name + ".partial"), fmt, config.threads)
+            partial = quantize_gguf(float_path, target.with_name(target.name + ".partial"), fmt, config.threads,
+                                    allow_fallback=config.allow_fallback)
             os.replace(partial, target)  # only checked files get their final name
             files[fmt.name] = describe_file(target, fmt)
     finally:

@@ -7,6 +7,8 @@ Two architectures are written:
   out (see ``qwen35_tensor``): llama.cpp stores ``-exp(A_log)``, plain RMSNorm scales (Hugging
   Face stores offsets from 1), squeezed conv kernels, and value heads tiled rather than grouped.
 * ``qwen3`` for dense Qwen3 models (``Qwen3ForCausalLM``): tensors are written as they are.
+* ``qwen2`` for the pretrained Qwen2.5 student (``Qwen2ForCausalLM``, its LoRA adapter merged
+  first): tensors as they are, attention biases included.
 
 The tokenizer (byte-level BPE, ``tokenizer.ggml.model = gpt2``, ``pre = qwen2``) and botpsy's
 chat template are embedded, so the file is self-contained. Quantized formats are made from the
@@ -27,7 +29,7 @@ from typing import Iterator
 import numpy as np
 
 # Hugging Face model type -> GGUF architecture name.
-ARCHITECTURES = {"qwen3_5_text": "qwen35", "qwen3": "qwen3"}
+ARCHITECTURES = {"qwen3_5_text": "qwen35", "qwen3": "qwen3", "qwen2": "qwen2"}
 
 # Tensors llama.cpp's quantizer keeps in float whatever the target type: 1-D vectors (norms,
 # biases, A) and the Gated-DeltaNet convolution kernel, too small for quantization blocks.
@@ -86,7 +88,7 @@ def gguf_tensors(model) -> Iterator[GGUFTensor]:
 
     config = model.config
     arch = gguf_architecture(config)
-    gguf_arch = {"qwen35": gguf.MODEL_ARCH.QWEN35, "qwen3": gguf.MODEL_ARCH.QWEN3}[arch]
+    gguf_arch = {"qwen35": gguf.MODEL_ARCH.QWEN35, "qwen3": gguf.MODEL_ARCH.QWEN3, "qwen2": gguf.MODEL_ARCH.QWEN2}[arch]
     name_map = gguf.get_tensor_name_map(gguf_arch, config.num_hidden_layers)
     for hf_name, tensor in model.state_dict().items():
         if hf_name == "lm_head.weight" and config.tie_word_embeddings:
@@ -160,7 +162,7 @@ def dimension_names(config) -> dict[int, list[str]]:
     dims = {
         "hidden_size": config.hidden_size,
         "intermediate_size": config.intermediate_size,
-        "num_attention_heads x head_dim": config.num_attention_heads * config.head_dim,
+        "num_attention_heads x head_dim": config.num_attention_heads * head_dim(config),
     }
     if config.model_type == "qwen3_5_text":
         dims["linear_num_value_heads x linear_value_head_dim"] = config.linear_num_value_heads * config.linear_value_head_dim
@@ -203,8 +205,8 @@ def add_model_metadata(writer, config, arch: str) -> None:
     writer.add_block_count(config.num_hidden_layers)
     writer.add_head_count(config.num_attention_heads)
     writer.add_head_count_kv(config.num_key_value_heads)
-    writer.add_key_length(config.head_dim)
-    writer.add_value_length(config.head_dim)
+    writer.add_key_length(head_dim(config))
+    writer.add_value_length(head_dim(config))
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
     writer.add_vocab_size(config.vocab_size)
     rope = dict(getattr(config, "rope_parameters", None) or {})
@@ -213,6 +215,11 @@ def add_model_metadata(writer, config, arch: str) -> None:
         raise ExportError(f"rope_type {rope['rope_type']!r} is not supported by this writer (only 'default')")
     if arch == "qwen35":
         add_qwen35_metadata(writer, config, rope)
+
+
+def head_dim(config) -> int:
+    """Per-head width: Qwen3/3.5 configs state it; Qwen2's is hidden size / heads."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
 def add_qwen35_metadata(writer, config, rope: dict) -> None:

@@ -75,8 +75,13 @@ def quiet_llama_log():
         logger.setLevel(level)
 
 
-def quantize_gguf(source: str | Path, target: str | Path, fmt: Format, threads: int = 0) -> Path:
-    """Write ``target`` as ``fmt`` from the float GGUF ``source``; check the types; return ``target``."""
+def quantize_gguf(source: str | Path, target: str | Path, fmt: Format, threads: int = 0,
+                  allow_fallback: bool = False) -> Path:
+    """Write ``target`` as ``fmt`` from the float GGUF ``source``; check the types; return ``target``.
+
+    ``allow_fallback``: accept matrices llama.cpp gave another type (a pretrained model whose widths
+    are not multiples of the format's block, such as the 0.5B student's 896); the caller records them.
+    """
     from botpsy.runtime.llama_backend import quantize_file
 
     target = Path(target)
@@ -85,7 +90,7 @@ def quantize_gguf(source: str | Path, target: str | Path, fmt: Format, threads: 
     if status != 0:
         raise ExportError(f"llama.cpp could not quantize {source} to {fmt.name} (status {status}; its log above says why)")
     problems = misplaced_types(tensor_table(target), fmt)
-    if problems:
+    if problems and not allow_fallback:
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise ExportError(f"{target}: llama.cpp did not give every matrix a {fmt.name} type: {shown}")
     return target

@@ -9,6 +9,17 @@ tokenizer beside it and a ``meta.json`` saying which stage made it, from what co
 ``load_checkpoint("runs/speedrun/sft")`` and ``load_stage("runs/speedrun", "sft")`` are the
 same. The loader also opens a real Qwen3.5 checkpoint downloaded elsewhere (for example
 Qwen3.5-0.8B): give its local folder. Nothing is fetched from a hub.
+
+Two model families go through the same loader, so no stage branches on the family:
+
+* the **Qwen3.5 reference family** (``qwen3_5_text``; the tiny hybrid model of CI, or a local
+  Qwen3.5-0.8B), and dense Qwen3;
+* the **Qwen2 student** (``qwen2``): a pretrained base given as a known base name
+  (``qwen2.5-coder-0.5b``, see ``botpsy.model.bases``) or a ``.gguf`` file, which transformers
+  dequantizes into plain float layers, and the **LoRA stage folders** trained from it, which hold
+  only the adapter (``adapter_config.json``) and name their base in ``meta.json``. Loading such a
+  folder loads the base and the adapter; ``merge=True`` (the default) folds the adapter into the
+  weights, which is what export, parity and evaluation want.
 """
 
 from __future__ import annotations
@@ -25,6 +36,9 @@ STAGE_NAMES = ("base", "sft", "teacher", "mopd", "rl1", "rl2")
 QWEN35_TEXT_TYPES = ("qwen3_5_text",)
 QWEN35_MULTIMODAL_TYPES = ("qwen3_5",)
 DENSE_QWEN3_TYPES = ("qwen3",)
+QWEN2_TYPES = ("qwen2",)
+SUPPORTED_TYPES = QWEN35_TEXT_TYPES + QWEN35_MULTIMODAL_TYPES + DENSE_QWEN3_TYPES + QWEN2_TYPES
+ADAPTER_CONFIG = "adapter_config.json"
 
 
 class CheckpointError(ValueError):
@@ -44,7 +58,12 @@ def save_checkpoint(model, tokenizer, out: str | Path, stage: str, meta: dict | 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
+    if hasattr(model, "peft_config"):
+        # An adapter folder: the tokenizer comes with the base it names, and the adapter is
+        # stored in bfloat16 (the precision the base trains in) to keep it small enough to commit.
+        halve_adapter(out)
+    else:
+        tokenizer.save_pretrained(str(out))
     record = {
         "stage": stage,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -56,9 +75,26 @@ def save_checkpoint(model, tokenizer, out: str | Path, stage: str, meta: dict | 
     return out
 
 
+def halve_adapter(folder: Path) -> None:
+    """Rewrite ``adapter_model.safetensors`` with its float32 tensors in bfloat16."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "adapter_model.safetensors"
+    tensors = load_file(str(path))
+    save_file({k: v.to(torch.bfloat16) if v.dtype == torch.float32 else v for k, v in tensors.items()}, str(path),
+              metadata={"format": "pt"})
+
+
 def read_model_type(path: str | Path) -> str:
-    """The ``model_type`` of a checkpoint folder, with a clear error when it is not one."""
+    """The ``model_type`` of a checkpoint (folder, adapter folder, base name or GGUF), with a clear error."""
+    from botpsy.model.bases import is_base_name, resolve_base
+
+    if is_base_name(str(path)) or str(path).endswith(".gguf"):
+        return gguf_model_type(resolve_base(path))
     path = Path(path)
+    if (path / ADAPTER_CONFIG).is_file():
+        return read_model_type(adapter_base(path))
     if not path.exists():
         raise CheckpointError(f"checkpoint folder {path} does not exist (no hub is reachable: give a local path)")
     config_file = path / "config.json"
@@ -69,25 +105,30 @@ def read_model_type(path: str | Path) -> str:
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{config_file} is not valid JSON: {exc}") from None
     model_type = config.get("model_type")
-    supported = QWEN35_TEXT_TYPES + QWEN35_MULTIMODAL_TYPES + DENSE_QWEN3_TYPES
-    if model_type not in supported:
+    if model_type not in SUPPORTED_TYPES:
         raise CheckpointError(
-            f"{path} holds a {model_type!r} model; botpsy supports Qwen3.5 ({', '.join(supported)})"
+            f"{path} holds a {model_type!r} model; botpsy supports {', '.join(SUPPORTED_TYPES)}"
         )
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise CheckpointError(f"{path} has a config.json but no weights (*.safetensors)")
     return model_type
 
 
-def load_checkpoint(path: str | Path, dtype: str = "float32") -> Checkpoint:
-    """Load a botpsy or Hugging Face Qwen3.5 checkpoint folder for training or inference."""
+def load_checkpoint(path: str | Path, dtype: str = "float32", merge: bool = True) -> Checkpoint:
+    """Load a checkpoint for training or inference: a botpsy or Hugging Face folder, a LoRA stage
+    folder (base + adapter; merged unless ``merge=False``), a known base name or a ``.gguf`` file."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from botpsy.model import cpu_kernels
+    from botpsy.model.bases import is_base_name, resolve_base
 
     cpu_kernels.install()
+    if is_base_name(str(path)) or str(path).endswith(".gguf"):
+        return load_gguf(resolve_base(path), dtype)
     path = Path(path)
+    if (path / ADAPTER_CONFIG).is_file():
+        return load_adapter(path, dtype, merge)
     model_type = read_model_type(path)
     if not (path / "tokenizer.json").is_file() and not (path / "tokenizer_config.json").is_file():
         raise CheckpointError(f"{path} has no tokenizer files (tokenizer.json)")
@@ -100,6 +141,58 @@ def load_checkpoint(path: str | Path, dtype: str = "float32") -> Checkpoint:
     meta_file = path / "meta.json"
     meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {"stage": "external", "source": str(path)}
     return Checkpoint(model=model, tokenizer=tokenizer, meta=meta, path=path)
+
+
+def gguf_model_type(path: Path) -> str:
+    """The transformers model type of a GGUF file's architecture (only families botpsy trains)."""
+    from botpsy.model.bases import gguf_metadata
+
+    arch = gguf_metadata(path).get("general.architecture")
+    model_type = {"qwen2": "qwen2", "qwen3": "qwen3", "qwen35": "qwen3_5_text"}.get(arch)
+    if model_type is None:
+        raise CheckpointError(f"{path} is a {arch!r} GGUF; botpsy trains from qwen2, qwen3 or qwen35 GGUFs")
+    return model_type
+
+
+def load_gguf(path: Path, dtype: str = "float32") -> Checkpoint:
+    """A pretrained GGUF (a pulled base), dequantized by transformers into plain float layers.
+
+    Loading straight into bf16 would keep packed quantized weights that run several times slower
+    on the CPU, so the load is float32 and the cast follows.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_model_type(path)  # a clear refusal before transformers tries an architecture it cannot map
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    if dtype != "float32":
+        model = model.to(getattr(torch, dtype))
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = "<|endoftext|>"
+    meta = {"stage": "base", "source": str(path), "family": model.config.model_type}
+    return Checkpoint(model=model, tokenizer=tokenizer, meta=meta, path=path)
+
+
+def adapter_base(path: Path) -> str:
+    """The base a LoRA stage folder was trained from (``meta.json``'s ``base``)."""
+    meta_file = path / "meta.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+    if not meta.get("base"):
+        raise CheckpointError(f"{path} holds a LoRA adapter but its meta.json names no base model")
+    return meta["base"]
+
+
+def load_adapter(path: Path, dtype: str = "float32", merge: bool = True) -> Checkpoint:
+    """A LoRA stage folder: its base (by name, GGUF or folder), then the adapter on top."""
+    from peft import PeftModel
+
+    base = load_checkpoint(adapter_base(path), dtype=dtype)
+    model = PeftModel.from_pretrained(base.model, str(path), is_trainable=not merge)
+    if merge:
+        model = model.merge_and_unload()
+    meta = json.loads((path / "meta.json").read_text())
+    return Checkpoint(model=model, tokenizer=base.tokenizer, meta=meta, path=path)
 
 
 def load_text_model_from_multimodal(path: Path, torch_dtype):

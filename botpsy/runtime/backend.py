@@ -194,6 +194,10 @@ class Backend(ABC):
         """A short description for records (which backend, which model)."""
         return {"backend": self.name}
 
+    def chat_template(self) -> str:
+        """The model's own Jinja chat template ("" when the backend does not know one)."""
+        return ""
+
     def close(self) -> None:
         """Release the model (the backend cannot be used afterwards)."""
 

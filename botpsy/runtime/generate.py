@@ -79,6 +79,10 @@ class GenerateConfig:
     constrain_calls: bool = field(default=True, metadata={
         "help": "Inside a tool call, allow only offered tool names, their parameter names and enum values, "
                 "and no closing before the required parameters (botpsy.chat.constrain; local backends only)."})
+    chat_format: str = field(default="botpsy", metadata={
+        "help": "How the output is read: botpsy's Qwen3.5 wire format, or 'native' (a base model in its own "
+                "template: calls read leniently, no reasoning block, no constraint; botpsy.chat.native).",
+        "choices": ["botpsy", "native"]})
 
     def __post_init__(self) -> None:
         if self.on_loop not in LOOP_POLICIES:
@@ -184,7 +188,9 @@ class _Turn:
                  cache_prefix: str) -> None:
         self.started = time.perf_counter()  # time to first token includes tokenizing the prompt
         self.backend, self.config, self.tools = backend, config, tools
-        self.thinking = config.thinking if config.thinking is not None else prompt.endswith((THINK_OPEN + "\n", THINK_OPEN))
+        self.native = config.chat_format == "native"
+        self.thinking = False if self.native else (
+            config.thinking if config.thinking is not None else prompt.endswith((THINK_OPEN + "\n", THINK_OPEN)))
         self.prompt_text = prompt
         self.prompt_ids: list[int] = []
         self.prefix_tokens = 0
@@ -194,7 +200,7 @@ class _Turn:
             self.prefix_tokens = len(prefix_ids)
         self.sampling = config.sampling
         self.constraint = None
-        if tools and config.constrain_calls and backend.supports_constraint:
+        if tools and config.constrain_calls and backend.supports_constraint and not self.native:
             from botpsy.chat.constrain import CallConstraint
 
             self.constraint = CallConstraint(tools, backend.token_table())
@@ -343,6 +349,10 @@ class _Turn:
         start = self.started
         end = time.perf_counter()
         parsed = self.parser.result()
+        if self.native:  # a base model in its own format: its calls are read leniently
+            from botpsy.chat.native import parse_lenient
+
+            parsed = parse_lenient(cut_at_end_marker(self._text()), self.tools)
         info = self.first_info or StreamInfo()
         first = self.loop_events[0] if self.loop_events else None
         decode_s = end - self.first_token_at if self.first_token_at is not None else 0.0

@@ -175,6 +175,9 @@ class LlamaBackend(Backend):
         self._logits_fresh = False  # the context's logits belong to the last evaluated token
         self.prefix_cache = PrefixCache(self.options.prefix_cache_mb << 20) if self.options.prefix_cache_mb else None
 
+    def chat_template(self) -> str:
+        return self._llm.metadata.get("tokenizer.chat_template", "")
+
     # -- text <-> ids ----------------------------------------------------------------------
 
     def tokenize(self, text: str) -> list[int]:

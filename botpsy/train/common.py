@@ -55,20 +55,42 @@ def collate(items: list[Encoded], pad_id: int) -> tuple[torch.Tensor, torch.Tens
     return ids, labels
 
 
-def causal_lm_loss(model, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def causal_lm_loss(model, input_ids: torch.Tensor, labels: torch.Tensor, detach_context: bool = False) -> torch.Tensor:
     """Mean next-token loss over labelled positions, projecting only those to the vocabulary.
 
     Equal to ``model(input_ids, labels=labels).loss``, but the LM head runs on the few
     positions that carry loss (under 10% of an agent trajectory: the rest is system prompt,
     tools and tool results), which saves a fifth of a tiny model's step and the full
-    [batch, length, vocab] logits tensor. ``model`` must be the bare ``*ForCausalLM``
-    (callers under multi-process accelerate use the model's own loss instead).
+    [batch, length, vocab] logits tensor. ``model`` is the ``*ForCausalLM`` or a ``peft``
+    wrapper of it (callers under multi-process accelerate use the model's own loss instead).
+
+    ``detach_context``: the context before the first labelled token of the batch (system prompt,
+    tools, request: about nine tenths of a first-turn example) is encoded forward-only, without
+    gradient, and the rest attends to its cached keys and values. The adapter still shapes how
+    the context is encoded; it just learns only from positions from the first answer on. On the
+    0.5B student this makes a step about 2.5x faster (``README``, real student).
     """
-    hidden = model.model(input_ids=input_ids).last_hidden_state[:, :-1]
-    targets = labels[:, 1:]
+    from botpsy.train.lora import bare_causal_lm
+
+    model = bare_causal_lm(model)
+    cut = first_label_cut(labels) if detach_context else 0
+    if cut > 0:
+        with torch.no_grad():
+            context = model.model(input_ids=input_ids[:, :cut], use_cache=True)
+        cache = getattr(context, "cache", None) or context.past_key_values
+        hidden = model.model(input_ids=input_ids[:, cut:], cache=cache, use_cache=True).last_hidden_state
+        hidden, targets = hidden[:, :-1], labels[:, cut + 1:]
+    else:
+        hidden, targets = model.model(input_ids=input_ids).last_hidden_state[:, :-1], labels[:, 1:]
     keep = targets != IGNORE
     logits = model.lm_head(hidden[keep])
     return torch.nn.functional.cross_entropy(logits.float(), targets[keep])
+
+
+def first_label_cut(labels: torch.Tensor) -> int:
+    """How many leading positions no row needs gradient for: up to the token before the first label."""
+    labelled = (labels != IGNORE).any(0).nonzero()
+    return max(0, int(labelled[0]) - 1) if len(labelled) else 0
 
 
 def cosine_with_warmup(warmup_steps: int, total_steps: int, min_ratio: float):

@@ -35,6 +35,7 @@ from jsonschema import Draft202012Validator
 from botpsy.chat.template import render
 from botpsy.train.common import causal_lm_loss, collate
 from botpsy.train.encode import IGNORE, Encoded, without_reasoning
+from botpsy.train.lora import bare_causal_lm
 
 
 def call_key(name: str, arguments: dict) -> tuple[str, str]:
@@ -157,8 +158,12 @@ def _tool_scores(model, tokenizer, context: list[dict], tools: list[dict]) -> li
     # Score from the first token where a candidate can differ from the prompt (BPE may merge "=" and the name).
     start = next((i for i in range(len(prompt_ids)) if any(r[i] != prompt_ids[i] for r in rows)), len(prompt_ids))
     ids, labels = collate([Encoded(input_ids=r, labels=[IGNORE] * start + r[start:]) for r in rows], pad_id)
-    logits = model(input_ids=ids).logits[:, :-1].float()
-    targets = labels[:, 1:]
+    lm = bare_causal_lm(model)
+    # Only the candidate's own positions go through the head: a 152k-token vocabulary over a
+    # whole prompt for every offered tool would be gigabytes of logits.
+    first = max(0, start - 1)
+    logits = lm.lm_head(lm.model(input_ids=ids).last_hidden_state[:, first:-1]).float()
+    targets = labels[:, first + 1:]
     keep = targets != IGNORE
     token_lp = torch.log_softmax(logits, -1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     return (token_lp * keep).sum(-1).tolist()

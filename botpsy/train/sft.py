@@ -32,13 +32,17 @@ from botpsy.output import emit
 class SFTConfig:
     """Fine-tune a checkpoint on chat-format trajectories with loss on assistant tokens only."""
 
-    init: str = field(default="runs/speedrun/base", metadata={"help": "Checkpoint to start from (a botpsy stage folder or a local Qwen3.5 checkpoint)."})
+    init: str = field(default="runs/speedrun/base", metadata={"help": "Checkpoint to start from: a botpsy stage folder, a local Qwen3.5 checkpoint, a known base name (`botpsy models`) or a .gguf file."})
     data: str = field(default="runs/speedrun/data", metadata={"help": "Folder with train.jsonl and dev.jsonl from `botpsy data`."})
     out: str = field(default="runs/speedrun/sft", metadata={"help": "Output checkpoint folder (also holds train_state/ for resuming, curves.jsonl, and test_calls.jsonl: each scored test call)."})
     stage: str = field(default="sft", metadata={"help": "Stage name written to meta.json (teachers reuse this trainer)."})
     steps: int = field(default=400, metadata={"help": "Optimizer steps."})
     batch_tokens: int = field(default=8192, metadata={"help": "Padded tokens per micro-batch."})
     grad_accum: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
+    lora_rank: int = field(default=0, metadata={"help": "LoRA rank through peft on every linear layer, the tool-call tokens' rows trained beside it (botpsy.train.lora); OUT then holds only the adapter. 0: train every weight (the tiny model)."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling numerator (the update is scaled by alpha / rank)."})
+    dtype: str = field(default="float32", metadata={"help": "Weight dtype while training (bfloat16 for the pretrained student: the adapter itself stays float32).", "choices": ["float32", "bfloat16"]})
+    detach_context: bool = field(default=False, metadata={"help": "Encode the context before the first labelled token without gradient (forward only, cached): about 2.5x faster steps for the LoRA student, whose prompts are mostly context (botpsy.train.common.causal_lm_loss)."})
     lr: float = field(default=1e-3, metadata={"help": "Peak learning rate (above about 2e-3 the tiny hybrid model stops learning to copy: see botpsy.model.probe)."})
     min_lr_ratio: float = field(default=0.1, metadata={"help": "Final learning rate as a fraction of the peak."})
     warmup_steps: int = field(default=20, metadata={"help": "Linear warm-up steps."})
@@ -52,6 +56,7 @@ class SFTConfig:
     dev_loss_sequences: int = field(default=64, metadata={"help": "Dev sequences whose loss is measured (0: all); the rest of dev.jsonl still feeds the call check."})
     eval_examples: int = field(default=24, metadata={"help": "Dev examples whose first call is generated and scored."})
     test_examples: int = field(default=100, metadata={"help": "At the end, score the first call of up to this many single-call test-split tasks (DATA/test.jsonl, held-out templates) and record it in meta.json."})
+    eval_tool_choice: bool = field(default=True, metadata={"help": "Also rank the offered tools by likelihood in the call checks (one forward pass per offered tool and example, twice: costly for a 0.5B model on a CPU)."})
     eval_max_new_tokens: int = field(default=160, metadata={"help": "Generation limit for the dev call check."})
     save_every: int = field(default=50, metadata={"help": "Steps between resumable checkpoints."})
     resume: bool = field(default=True, metadata={"help": "Continue from OUT/train_state if it exists."})
@@ -132,8 +137,12 @@ def main(config: SFTConfig) -> int:
     if config.threads:
         torch.set_num_threads(config.threads)
     out = Path(config.out)
-    ckpt = load_checkpoint(config.init)
+    ckpt = load_checkpoint(config.init, dtype=config.dtype)
     model, tokenizer = ckpt.model, ckpt.tokenizer
+    if config.lora_rank:
+        from botpsy.train.lora import LoraSettings, add_lora
+
+        model = add_lora(model, tokenizer, LoraSettings(rank=config.lora_rank, alpha=config.lora_alpha))
     train_rows = read_jsonl(Path(config.data) / "train.jsonl")
     dev_rows = read_jsonl(Path(config.data) / "dev.jsonl")
     train, skipped = encode_all(train_rows, tokenizer, config.max_length, config.loss_on)
@@ -148,7 +157,8 @@ def main(config: SFTConfig) -> int:
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     plan = {
         "init": config.init, "train_sequences": len(train), "induction_rows": len(synthetic), "skipped_too_long": skipped, "dev_sequences": len(dev),
-        "parameters": sum(p.numel() for p in model.parameters()), "distributed_type": str(accelerator.distributed_type),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad), "distributed_type": str(accelerator.distributed_type),
         "num_processes": accelerator.num_processes, "mixed_precision": accelerator.mixed_precision,
         "accelerate_config": os.environ.get("ACCELERATE_CONFIG_FILE"),
     }
@@ -172,7 +182,7 @@ def main(config: SFTConfig) -> int:
         records: list[dict] = []  # each call, plain and constrained, for reading what fails
         result["test_single_call"] = {**dev_eval.call_accuracy(model, tokenizer, singles, config.eval_max_new_tokens,
                                                                records=records),
-                                      **dev_eval.tool_choice(model, tokenizer, singles),
+                                      **(dev_eval.tool_choice(model, tokenizer, singles) if config.eval_tool_choice else {}),
                                       # as the runtime decodes by default: calls kept to the offered tools
                                       "constrained": dev_eval.call_accuracy(model, tokenizer, singles,
                                                                             config.eval_max_new_tokens, constrained=True,
@@ -180,19 +190,26 @@ def main(config: SFTConfig) -> int:
         if accelerator.is_main_process:
             write_jsonl(out / "test_calls.jsonl", records)
     meta = {"init": config.init, "init_stage": ckpt.meta.get("stage"), "data": config.data,
+            **({"base": ckpt.meta.get("base", config.init), "adapter": "lora"} if config.lora_rank else {}),
             "data_meta": _read_meta(Path(config.data)), "config": vars(config), **plan, **result}
     if accelerator.is_main_process:
         save_checkpoint(model, tokenizer, out, stage=config.stage, meta=meta)
-    emit(result, config.json, lambda r: f"{config.stage}: {r['steps']} steps, final dev loss {r['dev']['loss']:.3f}, "
-         f"dev exact calls {r['dev'].get('exact_call_rate', 0):.0%}"
-         + (f", test single-call: schema-valid {r['test_single_call']['schema_valid_rate']:.0%}, exact "
-            f"{r['test_single_call']['exact_call_rate']:.0%}, picks the right offered tool "
-            f"{r['test_single_call']['tool_choice_rate']:.0%} (chance {r['test_single_call']['chance_rate']:.0%}; "
-            f"with another request swapped in {pct(r['test_single_call']['tool_choice_rate_other_request'])}); "
-            f"constrained decoding: schema-valid {r['test_single_call']['constrained']['schema_valid_rate']:.0%}, "
-            f"exact {r['test_single_call']['constrained']['exact_call_rate']:.0%}"
-            if "test_single_call" in r else "") + f" -> {out}")
+    emit(result, config.json, lambda r: summary_line(config.stage, r, out))
     return 0
+
+
+def summary_line(stage: str, r: dict, out: Path) -> str:
+    line = (f"{stage}: {r['steps']} steps, final dev loss {r['dev']['loss']:.3f}, "
+            f"dev exact calls {r['dev'].get('exact_call_rate', 0):.0%}")
+    test = r.get("test_single_call")
+    if test:
+        line += f", test single-call: schema-valid {test['schema_valid_rate']:.0%}, exact {test['exact_call_rate']:.0%}"
+        if "tool_choice_rate" in test:
+            line += (f", picks the right offered tool {test['tool_choice_rate']:.0%} (chance {test['chance_rate']:.0%}; "
+                     f"with another request swapped in {pct(test['tool_choice_rate_other_request'])})")
+        line += (f"; constrained decoding: schema-valid {test['constrained']['schema_valid_rate']:.0%}, "
+                 f"exact {test['constrained']['exact_call_rate']:.0%}")
+    return line + f" -> {out}"
 
 
 def _read_meta(folder: Path) -> dict:
@@ -205,7 +222,7 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
     import torch
     from tqdm import tqdm
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, common.cosine_with_warmup(config.warmup_steps, config.steps, config.min_lr_ratio))
     model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
     progress = common.Progress()
@@ -214,6 +231,9 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
         print(f"[{config.stage}] resuming at step {progress.step}")
     curves = common.CurveWriter(out / "curves.jsonl", progress.step)
     pad_id = tokenizer.pad_token_id
+    if config.eval_calls_every and progress.step == 0:  # the learning curve's first point: the untrained start
+        curves.write({"step": 0, "tokens_seen": 0,
+                      "dev": call_checks(config, accelerator.unwrap_model(model), tokenizer, dev_rows, dev_eval)})
     speed = common.Throughput()
     bar = tqdm(total=config.steps, initial=progress.step, desc=config.stage, unit="step", disable=not accelerator.is_main_process)
     while progress.step < config.steps:
@@ -227,7 +247,7 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
                 ids, labels = common.collate([train[i] for i in batch], pad_id)
                 ids, labels = ids.to(accelerator.device), labels.to(accelerator.device)
                 if accelerator.num_processes == 1:
-                    loss = common.causal_lm_loss(model, ids, labels)
+                    loss = common.causal_lm_loss(model, ids, labels, config.detach_context)
                 else:  # the wrapped model's own forward keeps gradient synchronisation intact
                     loss = model(input_ids=ids, labels=labels).loss
                 # Accumulate by hand: each micro-batch contributes an equal share of the step.
@@ -241,7 +261,8 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
             progress.step += 1
-            record = {"step": progress.step, "loss": sum(losses) / len(losses), "lr": schedule.get_last_lr()[0],
+            record = {"step": progress.step, "tokens_seen": progress.tokens_seen, "loss": sum(losses) / len(losses),
+                      "lr": schedule.get_last_lr()[0],
                       "tokens_per_s": speed.add(step_tokens)}
             if config.eval_every and progress.step % config.eval_every == 0 and progress.step < config.steps:
                 # Periodic checks score loss only; greedy call generation runs once, at the end.
@@ -261,7 +282,7 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
     bar.close()
     common.save_training_state(accelerator, out)
     dev_metrics = evaluate(config, accelerator.unwrap_model(model), tokenizer, dev, dev_rows, dev_eval, pad_id)
-    curves.write({"step": progress.step, "dev": dev_metrics})
+    curves.write({"step": progress.step, "tokens_seen": progress.tokens_seen, "dev": dev_metrics})
     return {"steps": progress.step, "epochs": progress.epoch, "tokens_seen": progress.tokens_seen, "dev": dev_metrics}
 
 
@@ -274,8 +295,9 @@ def call_checks(config, model, tokenizer, dev_rows, dev_eval) -> dict:
     if not config.eval_examples:
         return {}
     examples = _call_examples(dev_rows, config.eval_examples)
-    metrics = {**dev_eval.call_accuracy(model, tokenizer, examples, config.eval_max_new_tokens),
-               **dev_eval.tool_choice(model, tokenizer, examples)}
+    metrics = dev_eval.call_accuracy(model, tokenizer, examples, config.eval_max_new_tokens)
+    if config.eval_tool_choice:
+        metrics.update(dev_eval.tool_choice(model, tokenizer, examples))
     return metrics
 
 

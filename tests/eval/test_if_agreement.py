@@ -1,5 +1,5 @@
 """botpsy's checkers reproduce the official IFEval and IFBench verdicts on the reference responses
-(``shared/data/*/reference``): at least 99% of items agree, strict and loose."""
+(``botpsy/evaldata/*/reference``): at least 99% of items agree, strict and loose."""
 
 from __future__ import annotations
 

@@ -25,16 +25,18 @@ from botpsy.eval.instructions.registry import INSTRUCTIONS
 from botpsy.eval.instructions.scoring import score_item
 from botpsy.output import emit, table
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 BENCHMARKS = {
     "ifeval": ("ifeval/input_data.jsonl", "ifeval/reference/responses_gpt4.jsonl"),
     "ifbench": ("ifbench/IFBench_test.jsonl", "ifbench/reference/responses_sample.jsonl"),
 }
 
 
+PACKAGED_DATA = Path(__file__).resolve().parents[2] / "evaldata"
+
+
 def default_data_dir() -> Path:
-    """``$BOTPSY_DATA_DIR``, else the ``shared/data`` folder beside the repository."""
-    return Path(os.environ.get("BOTPSY_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
+    """``$BOTPSY_DATA_DIR``, else the evaluation data shipped inside the package (``botpsy/evaldata``)."""
+    return Path(os.environ.get("BOTPSY_DATA_DIR") or PACKAGED_DATA)
 
 
 @dataclass
@@ -46,7 +48,7 @@ class AgreementConfig:
         metadata={"help": "Benchmarks to check (repeatable).", "choices": list(BENCHMARKS)},
     )
     data_dir: str = field(
-        default="", metadata={"help": "Folder holding ifeval/ and ifbench/ (default: ../shared/data)."}
+        default="", metadata={"help": "Folder holding ifeval/ and ifbench/ (default: the packaged botpsy/evaldata)."}
     )
     out: str = field(
         default="bench_out/if_agreement.json", metadata={"help": "Where to write the JSON result."}

@@ -277,11 +277,26 @@ def main(config: SpeedrunConfig) -> int:
     return run_steps(STEPS, config, "speedrun")
 
 
+def preflight() -> None:
+    """Inputs later steps need, checked before the first step starts (not twenty minutes in)."""
+    import importlib.util
+
+    from botpsy.eval.instructions.agreement import BENCHMARKS, default_data_dir
+
+    data = default_data_dir()
+    missing = [f"{name} data {data / files[0]}" for name, files in BENCHMARKS.items() if not (data / files[0]).is_file()]
+    if importlib.util.find_spec("bfcl_eval") is None:
+        missing.append("the bfcl-eval package (BFCL v4 data and checkers; runs/setup.sh installs it)")
+    if missing:
+        raise FileNotFoundError("the run needs these before its first step: " + "; ".join(missing))
+
+
 def run_steps(steps: list[Step], config, name: str) -> int:
     """Run ``steps`` in order in ``config.run``, skipping those done before; stage times to ``<name>.json``.
 
     ``config`` needs ``run``, ``fresh``, ``only`` and ``json`` (the speedrun's and the student run's do).
     """
+    preflight()
     run = Path(config.run)
     if config.fresh and run.exists():
         shutil.rmtree(run)

@@ -44,7 +44,10 @@ class StudentConfig:
     sft_batch_tokens: int = field(default=4096, metadata={"help": "Padded tokens per SFT step."})
     sft_lr: float = field(default=3e-4, metadata={"help": "Peak learning rate of the LoRA adapter."})
     lora_rank: int = field(default=16, metadata={"help": "LoRA rank on every linear layer."})
+    sft_max_length: int = field(default=2048, metadata={"help": "Longer training sequences are skipped (the Qwen tokenizer's longest trajectory is about 1,900 tokens)."})
     curve_every: int = field(default=100, metadata={"help": "Steps between learning-curve points (greedy first calls on dev)."})
+    curve_examples: int = field(default=24, metadata={"help": "Dev examples whose first call is generated at each curve point."})
+    test_calls: int = field(default=100, metadata={"help": "After SFT, score the first call of up to this many single-call test tasks (torch, greedy, plain and constrained)."})
     threads: int = field(default=2, metadata={"help": "CPU threads for torch and llama.cpp."})
     eval_device_tasks: int = field(default=150, metadata={"help": "Test-split device tasks per model (round-robin over the kinds; the same draw for every row)."})
     eval_bfcl_items: int = field(default=50, metadata={"help": "BFCL items per category."})
@@ -75,8 +78,9 @@ def step_sft(cfg: StudentConfig, run: Path):
 
     stage_cfg = SFTConfig(init=cfg.base, data=str(run / "data"), out=str(run / "sft"), steps=cfg.sft_steps,
                           batch_tokens=cfg.sft_batch_tokens, lr=cfg.sft_lr, warmup_steps=20, lora_rank=cfg.lora_rank,
-                          dtype="bfloat16", detach_context=True, eval_every=cfg.curve_every,
-                          eval_calls_every=cfg.curve_every, eval_examples=24, eval_tool_choice=False,
+                          max_length=cfg.sft_max_length, dtype="bfloat16", detach_context=True,
+                          eval_every=cfg.curve_every, eval_calls_every=cfg.curve_every, eval_examples=cfg.curve_examples,
+                          test_examples=cfg.test_calls, eval_tool_choice=False,
                           dev_loss_sequences=16, save_every=25, seed=cfg.seed, threads=cfg.threads)
     return main(stage_cfg)
 

@@ -38,3 +38,10 @@ def test_speedrun_runs_every_stage_and_resumes(tmp_path, capsys):
     assert out.count("done already") == len(STEPS)
     with pytest.raises(ValueError, match="unknown speedrun steps"):
         main(SpeedrunConfig(run=str(run), only=["nope"]))
+
+
+def test_a_missing_input_stops_the_run_before_its_first_step(tmp_path, monkeypatch):
+    monkeypatch.setenv("BOTPSY_DATA_DIR", str(tmp_path / "empty"))
+    with pytest.raises(FileNotFoundError, match="before its first step: ifeval data .*input_data.jsonl"):
+        main(SpeedrunConfig(run=str(tmp_path / "run")))
+    assert not (tmp_path / "run").exists()

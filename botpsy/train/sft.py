@@ -43,14 +43,13 @@ class SFTConfig:
     lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling numerator (the update is scaled by alpha / rank)."})
     dtype: str = field(default="float32", metadata={"help": "Weight dtype while training (bfloat16 for the pretrained student: the adapter itself stays float32).", "choices": ["float32", "bfloat16"]})
     detach_context: bool = field(default=False, metadata={"help": "Encode the context before the first labelled token without gradient (forward only, cached): about 2.5x faster steps for the LoRA student, whose prompts are mostly context (botpsy.train.common.causal_lm_loss)."})
-    lr: float = field(default=1e-3, metadata={"help": "Peak learning rate (above about 2e-3 the tiny hybrid model stops learning to copy: see botpsy.model.probe)."})
+    lr: float = field(default=1e-3, metadata={"help": "Peak learning rate (the tiny model: 1e-3; above about 2e-3 it stopped learning to copy; a LoRA adapter: about 3e-4)."})
     min_lr_ratio: float = field(default=0.1, metadata={"help": "Final learning rate as a fraction of the peak."})
     warmup_steps: int = field(default=20, metadata={"help": "Linear warm-up steps."})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
     grad_clip: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
     max_length: int = field(default=2048, metadata={"help": "Longer sequences are skipped (and counted)."})
     loss_on: str = field(default="assistant", metadata={"help": "Tokens that carry loss: the assistant's own (SFT) or all tokens (plain language modelling, e.g. to pretrain a from-scratch base on in-domain text).", "choices": ["assistant", "all", "context"]})
-    induction_share: float = field(default=0.0, metadata={"help": "Share of training tokens added as synthetic induction rows over the tokenizer's vocabulary (botpsy.model.probe.vocabulary_induction_batch, drawn by DATA/corpus.txt frequencies), to rehearse copying learned by an induction-pretrained base (bench/vocab_induction_probe.py --save) instead of forgetting it; 0: none."})
     eval_every: int = field(default=100, metadata={"help": "Steps between dev-loss evaluations (0: only at the end, where exact-call accuracy is also scored)."})
     eval_calls_every: int = field(default=0, metadata={"help": "Steps between dev call checks (greedy first calls of --eval-examples dev examples, and which offered tool is likeliest); 0: only at the end."})
     dev_loss_sequences: int = field(default=64, metadata={"help": "Dev sequences whose loss is measured (0: all); the rest of dev.jsonl still feeds the call check."})
@@ -103,30 +102,6 @@ def encode_all(examples: list[dict], tokenizer, max_length: int, loss_on: str = 
     return items, skipped
 
 
-def induction_rows(tokenizer, corpus: Path, share: float, train: list, seed: int, corpus_chars: int = 2_000_000) -> list:
-    """Synthetic induction rows making up ``share`` of the tokens of ``train`` plus these rows.
-
-    Tokens are drawn by their frequency in the first ``corpus_chars`` characters of ``corpus``; the
-    rows are a pure function of ``seed``, so a resumed run sees the same data.
-    """
-    import torch
-
-    from botpsy.model.probe import corpus_sampler, vocabulary_induction_batch
-    from botpsy.train.encode import Encoded
-
-    if not 0 < share < 1:
-        raise ValueError(f"induction_share must be in (0, 1), got {share}")
-    alphabet, weights = corpus_sampler(tokenizer, corpus, corpus_chars)
-    gen = torch.Generator().manual_seed(seed)
-    wanted = share / (1 - share) * sum(len(item.input_ids) for item in train)
-    rows, tokens = [], 0
-    while tokens < wanted:
-        ids, labels = vocabulary_induction_batch(gen, alphabet, weights, n=1, pad_id=tokenizer.pad_token_id)
-        rows.append(Encoded(input_ids=ids[0].tolist(), labels=labels[0].tolist()))
-        tokens += ids.shape[1]
-    return rows
-
-
 def main(config: SFTConfig) -> int:
     import torch
     from accelerate import Accelerator
@@ -151,12 +126,9 @@ def main(config: SFTConfig) -> int:
         dev = dev[: config.dev_loss_sequences]
     if not train:
         raise ValueError(f"no training sequences fit max_length={config.max_length}")
-    synthetic = (induction_rows(tokenizer, Path(config.data) / "corpus.txt", config.induction_share, train, config.seed)
-                 if config.induction_share else [])
-    train += synthetic
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     plan = {
-        "init": config.init, "train_sequences": len(train), "induction_rows": len(synthetic), "skipped_too_long": skipped, "dev_sequences": len(dev),
+        "init": config.init, "train_sequences": len(train), "skipped_too_long": skipped, "dev_sequences": len(dev),
         "parameters": sum(p.numel() for p in model.parameters()),
         "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad), "distributed_type": str(accelerator.distributed_type),
         "num_processes": accelerator.num_processes, "mixed_precision": accelerator.mixed_precision,

@@ -136,29 +136,3 @@ def test_loss_on_all_or_context_tokens(tiny_tokenizer):
         # context labels are exactly the tokens the assistant labels leave out
         assert all((x == IGNORE) != (y == IGNORE) for x, y in zip(a.labels, c.labels))
         assert 0 < a.n_loss_tokens < c.n_loss_tokens
-
-
-def test_induction_rows_make_up_the_share_asked_for(tiny_tokenizer, tmp_path):
-    from botpsy.train.encode import Encoded
-    from botpsy.train.sft import induction_rows
-
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("Set an alarm at 7:30 for the gym. Turn the brightness to 40.\n" * 20)
-    train = [Encoded(input_ids=[5] * 900, labels=[-100] * 900) for _ in range(10)]
-    rows = induction_rows(tiny_tokenizer, corpus, 0.2, train, seed=3)
-    synthetic = sum(len(r.input_ids) for r in rows)
-    assert 0.2 <= synthetic / (synthetic + 9000) < 0.22 and all(r.n_loss_tokens >= 4 * 2 for r in rows)
-    again = induction_rows(tiny_tokenizer, corpus, 0.2, train, seed=3)
-    assert [r.input_ids for r in again] == [r.input_ids for r in rows]  # a resumed run sees the same rows
-    with pytest.raises(ValueError, match="induction_share"):
-        induction_rows(tiny_tokenizer, corpus, 1.0, train, seed=3)
-    with pytest.raises(FileNotFoundError, match="botpsy data"):
-        induction_rows(tiny_tokenizer, tmp_path / "missing.txt", 0.2, train, seed=3)
-
-
-def test_sft_with_induction_rows_trains_and_records_them(tiny_checkpoint, data_dir, tmp_path):
-    (data_dir / "corpus.txt").write_text("weather in Paris? Weather for Rome.\n" * 30)
-    out = tmp_path / "sft_mix"
-    run(tiny_checkpoint, data_dir, out, induction_share=0.3)
-    meta = json.loads((out / "meta.json").read_text())
-    assert meta["induction_rows"] > 0 and meta["train_sequences"] == 24 + meta["induction_rows"]

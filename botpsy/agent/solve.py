@@ -104,7 +104,23 @@ def solve_task(backend: Backend, task: Task, config: AgentConfig, max_turns: int
             "wasted_calls": check.wasted_calls,
             "stop_reason": agent.stop_reason or "episode_end", "detail": agent.detail,
             "stats": summarize(agent.steps), "seconds": round(time.perf_counter() - started, 3),
+            "first_call": first_call_verdict(task, agent.steps),
             "steps": [s.to_dict() for s in agent.steps], "messages": transcript.messages}
+
+
+def first_call_verdict(task: Task, steps: list) -> dict[str, Any] | None:
+    """Whether the model's first turn made exactly the gold first calls (names and arguments, any
+    order), for tasks whose gold opens with calls; None for the others (asking back, refusing)."""
+    first = task.gold_turns[0] if task.gold_turns else {}
+    gold = first.get("calls") or []
+    if not gold:
+        return None
+    made = next((s.tool_calls for s in steps if getattr(s, "type", "") == "model"), [])
+
+    def key(call: dict) -> str:
+        return json.dumps([call["name"], call.get("arguments") or {}], sort_keys=True, ensure_ascii=False)
+
+    return {"exact": sorted(map(key, made)) == sorted(map(key, gold)), "made": len(made), "gold": len(gold)}
 
 
 def summarize_records(records: list[dict[str, Any]], model: str) -> dict[str, Any]:

@@ -184,6 +184,18 @@ def turns_per_solved_task(device_records: list[dict], kinds: tuple[str, ...] = M
             "tool_calls": round(sum(r["stats"]["tool_calls"] for r in solved) / len(solved), 2)}
 
 
+def first_call_accuracy(device_records: list[dict], kinds: tuple[str, ...] = ("single", "parallel")) -> dict[str, Any]:
+    """How often the first turn made exactly the gold calls, on the device tasks of ``kinds``.
+
+    >>> first_call_accuracy([{"kind": "single", "first_call": {"exact": True}},
+    ...                      {"kind": "parallel", "first_call": {"exact": False}}, {"kind": "irrelevant", "first_call": None}])
+    {'tasks': 2, 'exact': 1, 'exact_rate': 0.5}
+    """
+    rows = [r for r in device_records if r.get("kind") in kinds and r.get("first_call")]
+    exact = sum(bool(r["first_call"]["exact"]) for r in rows)
+    return {"tasks": len(rows), "exact": exact, "exact_rate": share(exact, len(rows))}
+
+
 def refusal_accuracy(device_records: list[dict], bfcl_records: list[dict]) -> dict[str, Any]:
     """When no tool fits, does the model decline instead of calling one? Device ``irrelevant``
     tasks (scored by the world's checker) and BFCL's irrelevance categories, apart and pooled.

@@ -48,6 +48,8 @@ def suite_rows(summary: dict) -> list[Row]:
     rows: list[Row] = []
     if "device" in summary["suites"]:
         rows += [("device: success", lambda e: dig(e, "suites", "device", "success_rate"), "pct"),
+                 ("device: exact first calls (single and parallel tasks)",
+                  lambda e: dig(e, "suites", "device", "first_call", "exact_rate"), "pct"),
                  ("device: partial credit (mean score)", lambda e: dig(e, "suites", "device", "mean_score"), "num"),
                  ("device: wasted calls per task", lambda e: dig(e, "suites", "device", "wasted_calls"), "num"),
                  ("device: assistant turns per task", lambda e: dig(e, "suites", "device", "turns"), "num")]

@@ -129,6 +129,7 @@ class DeviceSuite:
     def summarize(self, records: list[dict]) -> dict[str, Any]:
         solved = sum(r["success"] for r in records)
         return {"tasks": len(records), "solved": solved, "success_rate": metrics.share(solved, len(records)),
+                "first_call": metrics.first_call_accuracy(records),
                 "mean_score": mean([r["score"] for r in records]),
                 "wasted_calls": mean([r.get("wasted_calls", 0) for r in records]),
                 "turns": mean([r["stats"]["model_steps"] for r in records]),

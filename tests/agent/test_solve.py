@@ -63,3 +63,17 @@ def test_transcripts_read_as_a_conversation(tmp_path):
     assert "\x1b[2m" in colored
     record = {"task_id": task.id, "kind": task.kind, "success": True, "reasons": [], "messages": transcript.messages}
     assert show_record(record, Style()).startswith(f"== {task.id} (sensitive): solved")
+
+
+def test_the_first_call_verdict_compares_the_first_turn_with_the_gold():
+    from types import SimpleNamespace
+
+    from botpsy.agent.solve import first_call_verdict
+
+    task = SimpleNamespace(gold_turns=[{"calls": [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]}])
+    step = lambda calls: SimpleNamespace(type="model", tool_calls=calls)  # noqa: E731
+    both = [{"id": "1", "name": "b", "arguments": {}}, {"id": "2", "name": "a", "arguments": {"x": 1}}]
+    assert first_call_verdict(task, [step(both)]) == {"exact": True, "made": 2, "gold": 2}
+    assert first_call_verdict(task, [step(both[:1]), step(both)])["exact"] is False  # only the first turn counts
+    assert first_call_verdict(task, [])["exact"] is False
+    assert first_call_verdict(SimpleNamespace(gold_turns=[{"say": "Which one?"}]), []) is None

@@ -95,3 +95,11 @@ def test_a_native_generation_reads_calls_leniently_and_is_not_constrained():
                       GenerateConfig(max_tokens=64, chat_format="native"), tools=TOOLS)
     assert [(c.name, c.arguments) for c in result.parsed.tool_calls] == [("set_alarm", {"time": "07:00"})]
     assert result.reasoning == "" and result.finish_reason == "stop"
+
+
+def test_doctests():
+    import doctest
+
+    import botpsy.chat.native as native
+
+    assert doctest.testmod(native).failed == 0

@@ -158,15 +158,21 @@ def _tool_scores(model, tokenizer, context: list[dict], tools: list[dict]) -> li
     # Score from the first token where a candidate can differ from the prompt (BPE may merge "=" and the name).
     start = next((i for i in range(len(prompt_ids)) if any(r[i] != prompt_ids[i] for r in rows)), len(prompt_ids))
     ids, labels = collate([Encoded(input_ids=r, labels=[IGNORE] * start + r[start:]) for r in rows], pad_id)
-    lm = bare_causal_lm(model)
-    # Only the candidate's own positions go through the head: a 152k-token vocabulary over a
-    # whole prompt for every offered tool would be gigabytes of logits.
     first = max(0, start - 1)
-    logits = lm.lm_head(lm.model(input_ids=ids).last_hidden_state[:, first:-1]).float()
+    logits = candidate_logits(model, ids, first).float()
     targets = labels[:, first + 1:]
     keep = targets != IGNORE
     token_lp = torch.log_softmax(logits, -1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     return (token_lp * keep).sum(-1).tolist()
+
+
+def candidate_logits(model, ids: torch.Tensor, first: int) -> torch.Tensor:
+    """Logits from position ``first`` on. Only those positions go through the head: a 152k-token
+    vocabulary over a whole prompt for every offered tool would be gigabytes of logits."""
+    lm = bare_causal_lm(model)
+    if hasattr(lm, "lm_head") and hasattr(lm, "model"):
+        return lm.lm_head(lm.model(input_ids=ids).last_hidden_state[:, first:-1])
+    return model(input_ids=ids).logits[:, first:-1]  # any callable model (the tests' fakes)
 
 
 def _with_request(context: list[dict], request: str) -> list[dict]:

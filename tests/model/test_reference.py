@@ -61,7 +61,7 @@ def test_clear_errors_for_missing_or_foreign_checkpoints(tmp_path):
     llama = tmp_path / "llama"
     llama.mkdir()
     (llama / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    with pytest.raises(CheckpointError, match="'llama' model; botpsy supports Qwen3.5"):
+    with pytest.raises(CheckpointError, match="'llama' model; botpsy supports qwen3_5_text"):
         load_checkpoint(llama)
     noweights = tmp_path / "noweights"
     noweights.mkdir()

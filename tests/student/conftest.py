@@ -11,16 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import SAMPLE_TEXTS, train_briefly
-
-
-@pytest.fixture(scope="package", autouse=True)
-def single_torch_thread():
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from tests.export.conftest import single_torch_thread  # noqa: F401  (autouse: torch on one thread, as there)
 
 
 def tiny_qwen2(tokenizer, seed: int = 0):

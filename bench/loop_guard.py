@@ -6,7 +6,11 @@
 The set comes from ``botpsy.runtime.loopset.generate_loopset`` (seeded, labels checked by
 ``check_label``; the number of label problems is reported and must be 0). Texts are
 tokenized with the simple splitter ``loopguard.split_words`` (runs of word characters,
-runs of punctuation; whitespace dropped); the runtime feeds the model's token ids instead.
+runs of punctuation; whitespace dropped; floods such as "!!!!..." or blank-line runs split
+so they can repeat); the runtime feeds the model's token ids instead. A second, held-out set
+(``loopset_runs.generate_runs_loopset``: one word or one token written again and again, and
+non-loops full of the same characters) is scored beside it under ``runs_set``, to the same
+targets.
 
 Metrics (definitions in ``loopset.score`` and ``loopset.catch_window``):
 
@@ -31,6 +35,7 @@ from botpsy.config import parse_config
 from botpsy.output import table, write_benchmark
 from botpsy.runtime.loopguard import LoopDetector, LoopGuardConfig, word_token_ids
 from botpsy.runtime.loopset import check_label, generate_loopset, score
+from botpsy.runtime.loopset_runs import generate_runs_loopset
 
 TARGETS = {"recall": 0.99, "false_positive_rate": 0.005, "fraction_of_decode": 0.01}
 
@@ -42,6 +47,8 @@ class LoopBenchConfig:
     seed: int = field(default=0, metadata={"help": "Seed of the generated set."})
     n_loops: int = field(default=480, metadata={"help": "Loop texts in the set."})
     n_clean: int = field(default=660, metadata={"help": "Non-loop (hard negative) texts in the set."})
+    runs_loops: int = field(default=120, metadata={"help": "One-word / one-token loop texts in the held-out runs set."})
+    runs_clean: int = field(default=200, metadata={"help": "Non-loop texts in the held-out runs set."})
     decode_us_per_token: float = field(
         default=1000.0, metadata={"help": "Decode time per token to compare the guard's cost with, in microseconds."})
     timing_repeats: int = field(default=3, metadata={"help": "Timed runs of each text; the fastest counts."})
@@ -81,15 +88,27 @@ def run(cfg: LoopBenchConfig) -> dict:
     cost["fraction_of_decode"] = cost["us_per_token"] / cfg.decode_us_per_token
     measured = {"recall": scores["recall"], "false_positive_rate": scores["false_positive_rate"],
                 "fraction_of_decode": cost["fraction_of_decode"]}
+    runs = runs_set(cfg, guard)
     meets = {"recall": measured["recall"] >= TARGETS["recall"],
              "false_positive_rate": measured["false_positive_rate"] <= TARGETS["false_positive_rate"],
-             "fraction_of_decode": measured["fraction_of_decode"] < TARGETS["fraction_of_decode"]}
+             "fraction_of_decode": measured["fraction_of_decode"] < TARGETS["fraction_of_decode"],
+             "runs_recall": runs["scores"]["recall"] >= TARGETS["recall"],
+             "runs_false_positive_rate": runs["scores"]["false_positive_rate"] <= TARGETS["false_positive_rate"]}
     return {
         "bench": asdict(cfg), "guard": asdict(guard), "python": sys.version.split()[0],
-        "tokenizer": "loopguard.split_words: runs of word characters or of punctuation, whitespace dropped",
-        "label_problems": label_problems, "scores": scores, "cost": cost,
-        "targets": TARGETS, "meets_targets": meets, "all_targets_met": all(meets.values()) and not label_problems,
+        "tokenizer": "loopguard.split_words: runs of word characters or of punctuation, whitespace dropped, "
+                     "floods (16+ characters of a unit of up to 4; 8+ line breaks) split into tokens",
+        "label_problems": label_problems, "scores": scores, "cost": cost, "runs_set": runs,
+        "targets": TARGETS, "meets_targets": meets,
+        "all_targets_met": all(meets.values()) and not label_problems and not runs["label_problems"],
     }
+
+
+def runs_set(cfg: LoopBenchConfig, guard: LoopGuardConfig) -> dict:
+    """The held-out one-word / one-token set: its label problems and scores."""
+    items = generate_runs_loopset(cfg.seed, cfg.runs_loops, cfg.runs_clean)
+    problems = {item.id: found for item in items if (found := check_label(item, guard))}
+    return {"label_problems": problems, "scores": score(items, guard)}
 
 
 def human(result: dict) -> str:
@@ -109,6 +128,13 @@ def human(result: dict) -> str:
         f"   [slowest text {c['worst_text_us_per_token']:.2f} us/token, {c['tokens']} tokens]",
         f"label problems        {len(result['label_problems'])}",
     ]
+    runs = result["runs_set"]["scores"]
+    lines += ["", "held-out runs set (one word / one token again and again):",
+              table([{"category": row["category"], "kind": "loop" if row["is_loop"] else "non-loop", "n": row["n"],
+                      "caught / fired": f"{100 * row['rate']:.1f}%"} for row in runs["by_category"]]),
+              f"recall {100 * runs['recall']:.2f}%  {verdict('runs_recall')}   false positives "
+              f"{100 * runs['false_positive_rate']:.2f}%  {verdict('runs_false_positive_rate')}   "
+              f"label problems {len(result['runs_set']['label_problems'])}"]
     return "\n".join(lines)
 
 

@@ -34,6 +34,8 @@ STAGES: dict[str, tuple[str, str, str]] = {
     "eval": ("botpsy.eval.harness", "EvalConfig", "evaluate models side by side on the device suite, BFCL v4, IFEval and IFBench (--compare-quants: the quantization gate)"),
     "bench": ("botpsy.bench.command", "BenchConfig", "the device report card: speed, memory, latency, energy and roofline of GGUF files (--compare: cards side by side)"),
     "report": ("botpsy.report.command", "ReportConfig", "stitch a run folder into report.md with plots"),
+    "serve": ("botpsy.serve.command", "ServeConfig", "an OpenAI-compatible server (streaming, tool calls) with a web chat page; --db: the assistant over a device"),
+    "mcp": ("botpsy.mcp_tools.server", "McpConfig", "serve the device world's tools over MCP (stdio) for agent frameworks"),
 }
 
 

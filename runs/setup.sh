@@ -32,3 +32,14 @@ if ! ls .cache/sdist/llama_cpp_python-0.3.36.tar.gz >/dev/null 2>&1; then
   .venv/bin/pip download -q --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d .cache/sdist 2>/dev/null \
     || echo "[setup] could not fetch the llama-cpp-python sdist; the template-parity test will say so and skip"
 fi
+# The web chat page's browser test drives Debian's chromium through Playwright (browser downloads
+# are not possible offline, so Playwright is pointed at this executable). Installed once, with apt.
+if [[ ! -x /usr/bin/chromium ]]; then
+  if command -v apt-get >/dev/null; then
+    echo "[setup] installing Debian's chromium for the web chat page's browser test"
+    (apt-get update -q && apt-get install -y -q --no-install-recommends chromium) >/dev/null \
+      || echo "[setup] apt-get could not install chromium; the browser test will say so and skip"
+  else
+    echo "[setup] no apt-get here: install chromium by hand for the browser test (it skips without it)"
+  fi
+fi

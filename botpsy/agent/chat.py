@@ -8,10 +8,16 @@ runs. Commands: ``/tools``, ``/state``, ``/reset``, ``/stats``, ``/think on|off`
 One-shot, for scripts: give the request as an argument. Sensitive calls are declined unless
 ``--yes``; ``--json`` prints every step record and the final answer as one JSON object.
 
+``--mcp CMD`` adds the tools of an MCP server (started as a subprocess, stdio) to the device's;
+their arguments are checked against their schemas and, unless the server marks them read-only
+or non-destructive, they wait for your y/n like the device's sensitive tools
+(``botpsy.mcp_tools.host``).
+
 Examples::
 
     botpsy chat                                            # runs/speedrun/gguf/model-q4_k_m.gguf
     botpsy chat --model M.gguf --db device.sqlite "set an alarm for 7" --json
+    botpsy chat --mcp "python notes_server.py"             # the device's tools and the server's
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ class ChatConfig:
         "help": "Device database; created and seeded if it does not exist."})
     seed: int = field(default=0, metadata={"help": "Seed of a newly created device database."})
     tools: list[str] = field(default_factory=list, metadata={"help": "Offer only this tool (default: all tools)."})
+    mcp: list[str] = field(default_factory=list, metadata={
+        "help": "Also offer the tools of this MCP server command (stdio), e.g. 'python notes_server.py'."})
     yes: bool = field(default=False, metadata={"help": "One-shot mode: approve sensitive calls (else declined)."})
     json: bool = field(default=False, metadata={"help": "One-shot mode: print the step records and answer as JSON."})
     think: bool = field(default=True, metadata={"help": "Show the model's reasoning as it streams (/think toggles)."})
@@ -222,7 +230,7 @@ class ChatSession:
             self.display.show_thinking = argument.strip() == "on"
             show(f"reasoning is {'shown' if self.display.show_thinking else 'hidden'}")
         elif name == "tools":
-            show(tools_text(self.agent.tools))
+            show(tools_text(self.agent.tools, self.agent.world.is_sensitive))
         elif name == "state":
             show(state_text(self.agent.world))
         elif name == "reset":
@@ -256,11 +264,11 @@ class ChatSession:
                 self.display.line(self.display.style.warn("[interrupted]"))
 
 
-def tools_text(tools: list[dict]) -> str:
+def tools_text(tools: list[dict], is_sensitive: Callable[[str], bool] = World.is_sensitive) -> str:
     lines = []
     for tool in tools:
         fn = tool["function"]
-        mark = "*" if World.is_sensitive(fn["name"]) else " "
+        mark = "*" if is_sensitive(fn["name"]) else " "
         lines.append(f"{mark} {fn['name']:<28} {fn.get('description', '').split('. ')[0]}")
     return "\n".join(lines)
 
@@ -310,6 +318,22 @@ def banner(agent: Agent, config: ChatConfig, style: Style) -> str:
                         "/help for commands"))
 
 
+def with_mcp_tools(world: World, commands: list[str]):
+    """The world plus the tools of each MCP server command, under the world's rules (``ToolHost``)."""
+    from botpsy.mcp_tools.client import McpToolSource
+    from botpsy.mcp_tools.host import ToolHost
+
+    sources = []
+    try:
+        for command in commands:
+            sources.append(McpToolSource(command))
+        return ToolHost(world, sources)
+    except BaseException:
+        for source in sources:
+            source.close()
+        raise
+
+
 def main(config: ChatConfig) -> int:
     if config.json and config.request is None:
         raise ValueError("--json needs a request to run (one-shot mode)")
@@ -320,7 +344,9 @@ def main(config: ChatConfig) -> int:
         return 2
     world = open_world(config.db, config.seed, config.tools)
     try:
-        tools = world.tool_specs(config.tools or None)
+        if config.mcp:
+            world = with_mcp_tools(world, config.mcp)
+        tools = world.tool_specs(config.tools or None) if not config.mcp else world.tool_specs()
         agent = Agent(backend, world, agent_config(config), tools=tools)
         color = config.color == "always" or (config.color == "auto" and sys.stdout.isatty())
         style = Style(color=color)

@@ -277,19 +277,71 @@ class LoopDetector:
 
 # -- text without token ids ---------------------------------------------------------------
 
-_WORD = re.compile(r"\w+|[^\w\s]+")
+_WORD = re.compile(r"\w+|[^\w\s]+|\s*\n\s*")
+# A run of one character class only becomes several tokens when it is a flood: at least this
+# many characters of a unit of at most RUN_UNIT characters ("!!!!", "hahaha", "\n\n\n").
+RUN_FLOOD_CHARS = 16
+RUN_UNIT = 4
+RUN_CHUNK = 4  # flood tokens span at least this many characters, so an 80-character "====" rule stays 20 tokens
+NEWLINE_FLOOD = 8  # a whitespace run with this many line breaks is a blank-line flood: one token per break
+
+
+def flood_tail(run: str, longest: int = RUN_UNIT) -> tuple[int, int]:
+    """(where the longest stretch at the end of ``run`` that repeats one unit begins, the unit's length).
+
+    The unit has at most ``longest`` characters; its last copy may be cut short. A run with no
+    such stretch of two copies or more gives ``(len(run), 0)``.
+
+    >>> flood_tail("Wowwwwww"), flood_tail("hahahah"), flood_tail("hello")
+    ((2, 1), (0, 2), (5, 0))
+    """
+    best_at, best_period = len(run), 0
+    for period in range(1, min(longest, len(run) // 2) + 1):
+        at = len(run) - period
+        while at > 0 and run[at - 1] == run[at - 1 + period]:
+            at -= 1
+        if len(run) - at >= 2 * period and at < best_at:
+            best_at, best_period = at, period
+    return best_at, best_period
+
+
+def _run_tokens(run: str, offset: int) -> list[tuple[str, int]]:
+    """One run of word characters, punctuation or whitespace as tokens (see ``split_words``)."""
+    if run.isspace():
+        if run.count("\n") < NEWLINE_FLOOD:
+            return []  # ordinary spacing separates tokens and is not one
+        # One token per break; the spaces around them are spacing, as everywhere else.
+        return [("\n", offset + at) for at, ch in enumerate(run) if ch == "\n"]
+    if len(run) < RUN_FLOOD_CHARS:
+        return [(run, offset)]
+    at, period = flood_tail(run)
+    if len(run) - at < RUN_FLOOD_CHARS:
+        return [(run, offset)]
+    chunk = period * -(-RUN_CHUNK // period)
+    head = [(run[:at], offset)] if at else []
+    return head + [(run[i:i + chunk], offset + i) for i in range(at, len(run), chunk)]
 
 
 def split_words(text: str) -> list[tuple[str, int]]:
     """The simple deterministic tokenizer: runs of word characters, runs of punctuation.
 
-    Whitespace separates tokens and is dropped, so 'a  b' and 'a\\nb' tokenize alike.
+    Whitespace separates tokens and is dropped, so 'a  b' and 'a\\nb' tokenize alike. Floods,
+    which a model writes one token at a time but which are one run here, are split so the
+    guard can see them repeat: a run of at least 16 characters repeating a unit of at most 4
+    ("!!!!!!...", "hahaha...", "noooooo...": its flood part) becomes tokens of 4 or so characters, and whitespace
+    with 8 or more line breaks becomes one token per break ("\\n\\n\\n..."). Words, numbers,
+    short runs ("...", "!!!") and ordinary line breaks are as before.
     Returns (token, char_offset) pairs.
 
     >>> split_words("Wait, let's see...")
     [('Wait', 0), (',', 4), ('let', 6), ("'", 9), ('s', 10), ('see', 12), ('...', 15)]
+    >>> [token for token, _ in split_words("no" + "!" * 18)]
+    ['no', '!!!!', '!!!!', '!!!!', '!!!!', '!!']
     """
-    return [(m.group(), m.start()) for m in _WORD.finditer(text)]
+    tokens: list[tuple[str, int]] = []
+    for match in _WORD.finditer(text):
+        tokens.extend(_run_tokens(match.group(), match.start()))
+    return tokens
 
 
 def word_token_ids(text: str) -> list[tuple[int, int]]:

@@ -13,6 +13,7 @@ from botpsy.runtime.loopguard import LoopDetector, LoopGuardConfig, detect_text,
 from botpsy.runtime.loopset import (
     LabelledText, check_label, clean_song, flaggable_repeats, generate_loopset, loop_counter, score, _Writer,
 )
+from botpsy.runtime.loopset_runs import generate_runs_loopset
 
 CONFIG = LoopGuardConfig()
 
@@ -125,6 +126,46 @@ def test_detect_text_accepts_a_tokenizer():
 ])
 def test_legitimate_repetition_does_not_fire(text):
     assert detect_text(text) is None
+
+
+@pytest.mark.parametrize("flood", ["\n" * 300, "!" * 300, "ha" * 150, "." * 400, "no" + "o" * 300, " \n" * 200])
+def test_one_token_floods_are_caught_in_text(flood):
+    """A model writes these one token at a time; as text they are one run, split so the guard sees them repeat."""
+    prefix = "The user wants an alarm at 7:30."
+    event = detect_text(prefix + flood)
+    assert event is not None and event.kind == "repeat" and event.period == 1
+    assert event.start_char >= len(prefix) - 1 and event.fired_char < len(prefix) + 300
+
+
+def test_one_word_repetition_is_caught_and_short_repetition_is_not():
+    assert detect_text("I think " + "the " * 80).period == 1
+    assert detect_text("I think " + "the " * 40 + "alarm is set.") is None
+
+
+@pytest.mark.parametrize("text", [
+    "Wow!!! That is great... Really??? " * 3 + "hahaha, thanks!",
+    "Section one\n" + "=" * 100 + "\nThe alarm is set.\n" + "-" * 80 + "\nDone.",
+    "First paragraph.\n\n\n\n\nSecond paragraph.\n\n\nThird.",
+    "The budget is 1" + "0" * 15 + " units and pi is 3.14159265358979323846.",
+    "+" + "-" * 30 + "+\n|" + " " * 30 + "|\n+" + "-" * 30 + "+",
+])
+def test_runs_used_legitimately_do_not_fire(text):
+    assert detect_text(text) is None
+
+
+def test_floods_split_into_tokens_and_ordinary_text_does_not():
+    assert [t for t, _ in split_words("Hmm... ok!!")] == ["Hmm", "...", "ok", "!!"]
+    assert [t for t, _ in split_words("a\n\n\nb")] == ["a", "b"]  # a few blank lines are spacing
+    assert [t for t, _ in split_words("a" + "\n" * 9 + "b")] == ["a"] + ["\n"] * 9 + ["b"]
+    assert [t for t, _ in split_words("=" * 18)] == ["====", "====", "====", "====", "=="]
+
+
+def test_held_out_runs_set_labels_recall_and_false_positives():
+    items = generate_runs_loopset(seed=0, n_loops=40, n_clean=50)
+    assert {item.id: p for item in items if (p := check_label(item))} == {}
+    result = score(items)
+    assert result["recall"] == 1.0, result["missed"]
+    assert result["false_positive_rate"] == 0.0, result["false_positives"]
 
 
 def test_config_rejects_nonsense():

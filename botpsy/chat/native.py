@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from botpsy.chat.parse import cut_at_end_marker, parse_json_call, parse_output, tool_schemas
+from botpsy.chat.parse import cut_at_end_marker, parse_json_call, parse_output, parse_with_schemas, tool_schemas
 from botpsy.chat.types import ParsedOutput
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
@@ -134,17 +134,23 @@ def parse_lenient(text: str, tools: list[dict] | None) -> ParsedOutput:
     [ToolCall(name='set_alarm', arguments={'time': '07:00'})]
     >>> parse_lenient("It is sunny today.", None).content
     'It is sunny today.'
+    >>> [c.name for c in parse_lenient('{"name": "a", "arguments": {}}\\n{"name": "b", "arguments": {}}', None).tool_calls]
+    ['a', 'b']
     """
+    return parse_lenient_schemas(text, tool_schemas(tools))
+
+
+def parse_lenient_schemas(text: str, schemas: dict[str, dict]) -> ParsedOutput:
+    """``parse_lenient`` with the tools already indexed by ``tool_schemas``."""
     text = cut_at_end_marker(text)
     reasoning = ""
     think = _THINK.match(text)
     if think:
         reasoning, text = think.group(1).strip(), text[think.end():]
-    tagged = parse_output(text, tools, thinking=False)
+    tagged = parse_with_schemas(text, schemas, thinking=False)
     if tagged.tool_calls or "<tool_call>" in text:
         tagged.reasoning = reasoning
         return tagged
-    schemas = tool_schemas(tools)
     out = ParsedOutput(reasoning=reasoning, content=text.strip())
     for span, objects in json_candidates(text):
         calls = [o for o in objects if isinstance(o, dict) and isinstance(o.get("name") or _function(o).get("name"), str)]
@@ -166,17 +172,24 @@ def _function(obj: dict) -> dict:
 
 
 def json_candidates(text: str) -> list[tuple[str, list]]:
-    """(source span, JSON objects) for each fenced block that is JSON, else the whole text if it is."""
+    """(source span, JSON objects) for each fenced block that is JSON, else the whole text if it is,
+    else each line that is a JSON object or list (models also write one call per line)."""
     found = []
     for match in _FENCE.finditer(text):
         value = _loads(match.group(1))
         if value is not None:
             found.append((match.group(0), value if isinstance(value, list) else [value]))
-    if not found:
-        stripped = text.strip()
-        value = _loads(stripped) if stripped[:1] in "[{" else None
+    if found:
+        return found
+    stripped = text.strip()
+    value = _loads(stripped) if stripped[:1] in "[{" else None
+    if value is not None:
+        return [(stripped, value if isinstance(value, list) else [value])]
+    for line in stripped.splitlines():
+        line = line.strip()
+        value = _loads(line) if line[:1] in "[{" else None
         if value is not None:
-            found.append((stripped, value if isinstance(value, list) else [value]))
+            found.append((line, value if isinstance(value, list) else [value]))
     return found
 
 

@@ -196,7 +196,8 @@ class BFCLSuite:
             generations.append(metrics.generation_record(result))
             return result.text
 
-        verdict = run_item(item.payload, answer, thinking=settings.enable_thinking)
+        verdict = run_item(item.payload, answer, thinking=settings.enable_thinking,
+                           native=settings.chat_format == "native")
         return {"id": item.id, "category": item.payload.category, "correct": bool(verdict.valid),
                 "messages": item.payload.turns, "raw": verdict.raw, "calls": verdict.calls,
                 "error_type": verdict.error_type, "error": verdict.error, "generations": generations}

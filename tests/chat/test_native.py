@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from botpsy.chat.native import ChatFormat, parse_lenient, render_native
@@ -103,3 +105,18 @@ def test_doctests():
     import botpsy.chat.native as native
 
     assert doctest.testmod(native).failed == 0
+
+
+def test_bfcl_reads_a_native_answer_leniently():
+    from botpsy.eval.bfcl import bfcl_items
+    from botpsy.eval.bfcl.scoring import score_item
+
+    item = bfcl_items(["simple_python"], limit=1)[0]
+    truth = item.ground_truth[0]
+    name, options = next(iter(truth.items()))
+    arguments = {k: v[0] for k, v in options.items() if v and v[0] != ""}
+    fenced = f'```json\n{{"name": "{name}", "arguments": {json.dumps(arguments)}}}\n```'
+    assert score_item(item, fenced, native=True).valid
+    assert not score_item(item, fenced).valid  # botpsy's strict reader wants its own format
+    irrelevant = bfcl_items(["irrelevance"], limit=1)[0]
+    assert score_item(irrelevant, "I cannot do that with these tools.", native=True).valid

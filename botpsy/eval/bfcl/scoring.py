@@ -1,7 +1,7 @@
 """Score a model's raw output on a BFCL item with BFCL's official checkers.
 
 The model's text is read with botpsy's own parser (``botpsy.chat.parse_output``) against the item's
-tools, then handed to the official checker in the form it expects:
+tools (a base model in its own chat format: ``botpsy.chat.native.parse_lenient``), then handed to the official checker in the form it expects:
 
 * AST categories: ``[{name: {arg: value}}, ...]`` to ``ast_checker`` (BFCL's published function
   docs, the category's checker: simple / multiple / parallel, Java and JavaScript converters).
@@ -55,28 +55,37 @@ class Verdict:
         return asdict(self)
 
 
-def score_item(item: Item, outputs: str | list, *, thinking: bool = True) -> Verdict:
+def read(raw: str, schemas: dict[str, dict], thinking: bool, native: bool) -> ParsedOutput:
+    """One output read as botpsy's wire format, or leniently for a model in its own format."""
+    if native:
+        from botpsy.chat.native import parse_lenient_schemas
+
+        return parse_lenient_schemas(raw, schemas)
+    return parse_with_schemas(raw, schemas, thinking=thinking)
+
+
+def score_item(item: Item, outputs: str | list, *, thinking: bool = True, native: bool = False) -> Verdict:
     """Score recorded model output. Single-turn: the raw text (or a one-element list).
     Multi-turn: raw texts per turn and step, ``outputs[turn][step]`` (what ``run_item`` records)."""
     if item.multi_turn:
-        return score_multi_turn(item, outputs, thinking)
+        return score_multi_turn(item, outputs, thinking, native)
     if isinstance(outputs, list):
         if len(outputs) != 1:
             return Verdict(item.id, item.category, False, "botpsy:wrong_output_count",
                            f"a single-turn item takes one output, got {len(outputs)}", raw=outputs)
         outputs = outputs[0]
-    parsed = parse_with_schemas(outputs, item.scoring_schemas(), thinking=thinking)
+    parsed = read(outputs, item.scoring_schemas(), thinking, native)
     if "relevance" in item.category:
         return score_relevance(item, parsed, outputs)
     return score_ast(item, parsed, outputs)
 
 
-def run_item(item: Item, generate: Generate, *, thinking: bool = True) -> Verdict:
+def run_item(item: Item, generate: Generate, *, thinking: bool = True, native: bool = False) -> Verdict:
     """Ask the model (``generate(messages, tools) -> raw text after the generation prompt``) and
     score the answer; multi-turn items are driven turn by turn on BFCL's backends."""
     if not item.multi_turn:
-        return score_item(item, generate(list(item.messages), item.tools), thinking=thinking)
-    return score_item(item, converse(item, generate, thinking), thinking=thinking)
+        return score_item(item, generate(list(item.messages), item.tools), thinking=thinking, native=native)
+    return score_item(item, converse(item, generate, thinking, native), thinking=thinking, native=native)
 
 
 def call_dicts(calls: list[ToolCall]) -> list[dict]:
@@ -133,7 +142,7 @@ def step_calls(parsed: ParsedOutput, methods: dict) -> list[str]:
     return [official.safe_call_string(c.name, c.arguments, methods) for c in parsed.tool_calls]
 
 
-def converse(item: Item, generate: Generate, thinking: bool) -> list[list[str]]:
+def converse(item: Item, generate: Generate, thinking: bool, native: bool = False) -> list[list[str]]:
     """Run the conversation; returns the raw outputs per turn and step. Stops early (fewer
     turns than the item has) when a turn is force-terminated, as BFCL does."""
     methods = official.backend_methods(item.entry["involved_classes"])
@@ -150,7 +159,7 @@ def converse(item: Item, generate: Generate, thinking: bool) -> list[list[str]]:
             while True:
                 raw = generate(list(messages), tools)
                 steps.append(raw)
-                parsed = parse_with_schemas(raw, schemas, thinking=thinking)
+                parsed = read(raw, schemas, thinking, native)
                 messages.append(parsed.to_message())
                 calls = step_calls(parsed, methods)
                 if not calls:
@@ -163,7 +172,7 @@ def converse(item: Item, generate: Generate, thinking: bool) -> list[list[str]]:
     return outputs
 
 
-def score_multi_turn(item: Item, outputs: Any, thinking: bool) -> Verdict:
+def score_multi_turn(item: Item, outputs: Any, thinking: bool, native: bool = False) -> Verdict:
     if not isinstance(outputs, list) or not all(isinstance(t, list) for t in outputs):
         return Verdict(item.id, item.category, False, "multi_turn:inference_error",
                        "multi-turn output must be a list of turns, each a list of step texts", raw=outputs)
@@ -174,7 +183,7 @@ def score_multi_turn(item: Item, outputs: Any, thinking: bool) -> Verdict:
     decoded: list[list[list[str]]] = []
     for turn_index, steps in enumerate(outputs):
         schemas = item.scoring_schemas(turn_index)
-        turn_calls = [step_calls(parse_with_schemas(raw, schemas, thinking=thinking), methods) for raw in steps]
+        turn_calls = [step_calls(read(raw, schemas, thinking, native), methods) for raw in steps]
         decoded.append([calls for calls in turn_calls if calls])
     try:
         with official.BackendSession() as session:

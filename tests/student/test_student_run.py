@@ -33,3 +33,21 @@ def test_the_student_run_goes_through_every_step_and_resumes(qwen2_gguf, tmp_pat
     capsys.readouterr()
     assert main(config) == 0
     assert capsys.readouterr().out.count("done already") == len(STEPS)
+
+
+def test_the_learning_curve_keeps_the_call_checks_only(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("student_curve", "bench/student_curve.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    curves = tmp_path / "curves.jsonl"
+    rows = [{"step": 0, "tokens_seen": 0, "dev": {"exact_call_rate": 0.0, "call_examples": 4}},
+            {"step": 1, "tokens_seen": 900, "loss": 2.0},
+            {"step": 2, "tokens_seen": 1800, "loss": 1.0, "dev": {"loss": 1.2}},
+            {"step": 2, "tokens_seen": 1800, "dev": {"loss": 1.1, "exact_call_rate": 0.5, "schema_valid_rate": 0.75}}]
+    curves.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    points = module.curve_points(curves)
+    assert [(p["step"], p["tokens_seen"], p["exact_call_rate"], p["dev_loss"]) for p in points] == [(0, 0, 0.0, None), (2, 1800, 0.5, 1.1)]
+    with pytest.raises(FileNotFoundError, match="eval-calls-every"):
+        module.curve_points(tmp_path / "missing.jsonl")

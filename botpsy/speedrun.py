@@ -235,12 +235,18 @@ def step_eval(cfg: SpeedrunConfig, run: Path):
 
 def step_bench(cfg: SpeedrunConfig, run: Path):
     """The device report card of the three release files: TTFT cold vs warm up to 25 tools, speed, roofline."""
+    # One thread, as in the agent and eval steps.
+    return bench_release_files(run, threads=1)
+
+
+def bench_release_files(run: Path, threads: int):
+    """``botpsy bench`` on RUN/gguf's bf16, Q8_0 and Q4_K_M files into RUN/bench."""
     from botpsy.bench.command import BenchConfig, main
 
     # Small settings (two recorded repetitions, contexts up to 1k tokens, a short agent task) keep this
-    # step to a minute or two for the tiny model; one thread, as in the agent and eval steps.
+    # step to a minute or two for the tiny model.
     stage_cfg = BenchConfig(models=[str(run / "gguf" / f"model-{q}.gguf") for q in ("bf16", "q8_0", "q4_k_m")],
-                            out=str(run / "bench"), threads=1, reps=2, warmup=1, contexts=[256, 1024],
+                            out=str(run / "bench"), threads=threads, reps=2, warmup=1, contexts=[256, 1024],
                             tool_counts=[10, 25], decode_tokens=32, turn_tokens=64, task_turns=3)
     save_config(stage_cfg, run / "bench" / "config.json")
     return main(stage_cfg)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from botpsy.config import save_config
-from botpsy.speedrun import Step, run_steps, step_data, step_tasks
+from botpsy.speedrun import Step, bench_release_files, run_steps, step_data, step_tasks
 
 RELEASE_FORMATS = ("bf16", "q8_0", "q4_k_m")
 
@@ -133,13 +133,7 @@ def step_eval(cfg: StudentConfig, run: Path):
 
 
 def step_bench(cfg: StudentConfig, run: Path):
-    from botpsy.bench.command import BenchConfig, main
-
-    stage_cfg = BenchConfig(models=[str(run / "gguf" / f"model-{q}.gguf") for q in RELEASE_FORMATS],
-                            out=str(run / "bench"), threads=cfg.threads, reps=2, warmup=1, contexts=[256, 1024],
-                            tool_counts=[10, 25], decode_tokens=32, turn_tokens=64, task_turns=3)
-    save_config(stage_cfg, run / "bench" / "config.json")
-    return main(stage_cfg)
+    return bench_release_files(run, cfg.threads)
 
 
 def reuse_records(source: Path, target: Path, names: tuple[str, ...]) -> None:

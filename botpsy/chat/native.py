@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from botpsy.chat.parse import cut_at_end_marker, parse_json_call, parse_output, parse_with_schemas, tool_schemas
@@ -80,17 +81,23 @@ class ChatFormat:
 def render_native(template: str, messages: list[dict], tools: list[dict] | None) -> str:
     """The model's own template over OpenAI-style messages, with the generation prompt."""
     from jinja2.exceptions import TemplateError
+
+    try:
+        return compiled(template).render(messages=[template_message(m) for m in messages], tools=tools or None,
+                                         add_generation_prompt=True, bos_token="", eos_token="")
+    except TemplateError as exc:
+        raise ValueError(f"the model's chat template failed to render: {exc}") from None
+
+
+@lru_cache(maxsize=8)
+def compiled(template: str):
+    """The template compiled once in a sandboxed environment (the agent renders it every turn)."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False, indent=indent)
     env.globals["raise_exception"] = _raise
-
-    try:
-        return env.from_string(template).render(messages=[template_message(m) for m in messages], tools=tools or None,
-                                                add_generation_prompt=True, bos_token="", eos_token="")
-    except TemplateError as exc:
-        raise ValueError(f"the model's chat template failed to render: {exc}") from None
+    return env.from_string(template)
 
 
 def _raise(message: str):

@@ -33,7 +33,7 @@ from typing import Any, Iterable
 from jsonschema import Draft202012Validator
 
 from botpsy.mcp_tools.client import McpToolSource, RemoteTool
-from botpsy.world.world import World, canonical
+from botpsy.world.world import World, canonical, parse_arguments
 
 REQUEST_PREFIX = "mcpreq"
 
@@ -84,7 +84,7 @@ class ToolHost:
 
     def _call_remote(self, name: str, arguments: Any) -> dict[str, Any]:
         tool, source, validator = self._remote[name]
-        parsed, problem = _arguments(arguments)
+        parsed, problem = parse_arguments(arguments)
         if problem is None:
             errors = sorted(validator.iter_errors(parsed), key=lambda e: list(e.absolute_path))[:3]
             problem = "; ".join(".".join(map(str, e.absolute_path)) + ": " + e.message if e.absolute_path
@@ -162,17 +162,3 @@ class HostUser:
                 return True
             world_user = host.world.user
             return world_user.confirm(request_id) if status == "approved" else world_user.decline(request_id)
-
-
-def _arguments(arguments: Any) -> tuple[dict[str, Any], str | None]:
-    """Arguments as a dict (from a dict, JSON text or None), or a readable problem."""
-    if arguments is None:
-        return {}, None
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return {}, f"arguments are not valid JSON: {exc.msg}"
-    if not isinstance(arguments, dict):
-        return {}, f"arguments must be a JSON object, got {type(arguments).__name__}"
-    return arguments, None

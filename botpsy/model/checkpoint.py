@@ -88,9 +88,9 @@ def halve_adapter(folder: Path) -> None:
 
 def read_model_type(path: str | Path) -> str:
     """The ``model_type`` of a checkpoint (folder, adapter folder, base name or GGUF), with a clear error."""
-    from botpsy.model.bases import is_base_name, resolve_base
+    from botpsy.model.bases import is_gguf_source, resolve_base
 
-    if is_base_name(str(path)) or str(path).endswith(".gguf"):
+    if is_gguf_source(path):
         return gguf_model_type(resolve_base(path))
     path = Path(path)
     if (path / ADAPTER_CONFIG).is_file():
@@ -121,10 +121,10 @@ def load_checkpoint(path: str | Path, dtype: str = "float32", merge: bool = True
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from botpsy.model import cpu_kernels
-    from botpsy.model.bases import is_base_name, resolve_base
+    from botpsy.model.bases import is_gguf_source, resolve_base
 
     cpu_kernels.install()
-    if is_base_name(str(path)) or str(path).endswith(".gguf"):
+    if is_gguf_source(path):
         return load_gguf(resolve_base(path), dtype)
     path = Path(path)
     if (path / ADAPTER_CONFIG).is_file():

@@ -102,7 +102,7 @@ class World:
             if self.offered is not None:
                 message += f"; available: {', '.join(sorted(self.offered))}"
             return self._fail(str(name), arguments, "unknown_tool", message)
-        parsed, problem = _parse_arguments(arguments)
+        parsed, problem = parse_arguments(arguments)
         if problem:
             return self._fail(name, arguments, "invalid_arguments", problem)
         problems = tool.argument_errors(parsed)
@@ -285,7 +285,7 @@ def _seeded_template(seed: int) -> _Template:
     return template
 
 
-def _parse_arguments(arguments: Any) -> tuple[dict, str | None]:
+def parse_arguments(arguments: Any) -> tuple[dict, str | None]:
     """Arguments as a dict, from a dict, JSON text or None; otherwise a readable problem."""
     if arguments is None:
         return {}, None

@@ -178,9 +178,11 @@ def model_turn(backend: Backend, messages: list[dict], tools: list[dict], config
     """Render the conversation, generate one assistant turn, and record it (calls not yet given ids)."""
     started = time.perf_counter()
     if config.generation.chat_format == "native":
-        from botpsy.chat.native import render_native
+        from botpsy.chat.native import native_prefix, render_native
 
-        prompt, prefix = render_native(config.native_template, model_view(messages), tools), ""
+        view = model_view(messages)
+        prompt = render_native(config.native_template, view, tools)
+        prefix = native_prefix(config.native_template, view, tools, prompt)
     else:
         prompt, prefix = (renderer or PromptRenderer()).prompt(messages, tools, config.enable_thinking)
     render_ms = (time.perf_counter() - started) * 1000

@@ -89,6 +89,24 @@ def render_native(template: str, messages: list[dict], tools: list[dict] | None)
         raise ValueError(f"the model's chat template failed to render: {exc}") from None
 
 
+def native_prefix(template: str, messages: list[dict], tools: list[dict] | None, prompt: str) -> str:
+    """The part of ``prompt`` worth caching: the leading system turn(s) with the tools block, rendered
+    alone, when the full prompt begins with exactly that text (else ""). Every turn of an episode shares
+    it, so llama.cpp restores it instead of evaluating the tools block again, as it does for botpsy's
+    own format."""
+    leading = 0
+    while leading < len(messages) and messages[leading].get("role") == "system":
+        leading += 1
+    if not leading or leading == len(messages):
+        return ""
+    try:
+        head = compiled(template).render(messages=[template_message(m) for m in messages[:leading]],
+                                         tools=tools or None, add_generation_prompt=False, bos_token="", eos_token="")
+    except Exception:  # a template that insists on a user turn: no cacheable prefix
+        return ""
+    return head if head and prompt.startswith(head) and len(head) < len(prompt) else ""
+
+
 @lru_cache(maxsize=8)
 def compiled(template: str):
     """The template compiled once in a sandboxed environment (the agent renders it every turn)."""

@@ -62,6 +62,15 @@ class EvalConfig:
     tasks: str = field(default="", metadata={"help": "Device task file (`botpsy tasks`); empty: draw from the test split."})
     data_dir: str = field(default="", metadata={"help": "Folder holding ifeval/ and ifbench/ (default: the packaged botpsy/evaldata)."})
     seed: int = field(default=0, metadata={"help": "Seed for drawing device tasks."})
+    user_model: str = field(default="", metadata={
+        "help": "tau2: the simulated user (any --model source: a .gguf, a base name, an http(s)://.../v1 server); "
+                "empty: the model under test plays the user too."})
+    tau2_domain: list[str] = field(default_factory=lambda: ["telecom"], metadata={
+        "help": "tau2: domains to run (telecom, airline, retail)."})
+    injection_suite: list[str] = field(default_factory=lambda: ["workspace"], metadata={
+        "help": "injection: AgentDojo task suites (workspace, travel, banking, slack)."})
+    judge_model: str = field(default="", metadata={
+        "help": "safety: a judge model source; empty: botpsy's rule-based judge (botpsy.eval.safety)."})
     max_tokens: int = field(default=32768, metadata={"help": "Token cap per generation (a hit counts in the cap-hit rate)."})
     thinking_budget: int = field(default=0, metadata={"help": "Close the reasoning after this many tokens (0 = off)."})
     enable_thinking: bool = field(default=True, metadata={"help": "Let the models reason before answering."})
@@ -136,9 +145,12 @@ def suite_names(text: str) -> list[str]:
 
 def suite_options(config: EvalConfig, suite: str) -> SuiteOptions:
     limit = {"device": config.device_limit, "bfcl": config.bfcl_limit,
-             "ifeval": config.if_limit, "ifbench": config.if_limit}[suite] or config.limit
+             "ifeval": config.if_limit, "ifbench": config.if_limit}.get(suite, 0) or config.limit
     return SuiteOptions(limit=limit, seed=config.seed, tasks_file=config.tasks,
-                        bfcl_categories=config.bfcl_category or ["all"], data_dir=config.data_dir)
+                        bfcl_categories=config.bfcl_category or ["all"], data_dir=config.data_dir,
+                        user_model=config.user_model, tau2_domains=list(config.tau2_domain),
+                        injection_suites=list(config.injection_suite), judge_model=config.judge_model,
+                        threads=config.threads)
 
 
 def settings_of(config: EvalConfig, chat_format: str = "botpsy") -> RunSettings:

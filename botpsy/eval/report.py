@@ -69,7 +69,18 @@ def suite_rows(summary: dict) -> list[Row]:
             for figure in ("prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose"):
                 rows.append((f"{name}: {figure.replace('_', ' ')}", lambda e, n=name, f=figure: dig(e, "suites", n, f), "pct"))
             rows.append((f"{name}: instructions skipped", lambda e, n=name: dig(e, "suites", n, "instructions_skipped"), "num"))
+    for name in summary["suites"]:  # the other benchmarks bring their own rows: "table" [[label, value, kind]]
+        labels: dict[str, str] = {}
+        for entry in entries:
+            for label, _value, kind in dig(entry, "suites", name, "table") or []:
+                labels.setdefault(label, kind)
+        for label, kind in labels.items():
+            rows.append((f"{name}: {label}", lambda e, n=name, lab=label: table_value(e, n, lab), kind))
     return rows
+
+
+def table_value(entry: dict, suite: str, label: str) -> Any:
+    return next((value for lab, value, _kind in dig(entry, "suites", suite, "table") or [] if lab == label), None)
 
 
 METRIC_ROWS: list[Row] = [

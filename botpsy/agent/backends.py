@@ -32,10 +32,11 @@ def open_backend(model: str, options: BackendOptions) -> Backend:
 
         return OpenAIBackend(model)
     from botpsy.model.bases import BaseModelError, is_base_name, resolve_base
+    from botpsy.model.releases import built_path, is_release_name
 
-    if is_base_name(model):
+    if is_base_name(model) or is_release_name(model):
         try:
-            model = str(resolve_base(model))
+            model = str(resolve_base(model) if is_base_name(model) else built_path(model))
         except BaseModelError as exc:
             raise ModelLoadError(str(exc)) from None
     path = Path(model)

@@ -44,7 +44,8 @@ QUANT_FILES = {"bf16": "bf16", "q8_0": "q8_0", "q4_k_m": "q4_k_m"}  # label -> f
 
 @dataclass
 class EvalConfig:
-    """Evaluate models on the device suite, BFCL v4, IFEval and IFBench, side by side (resumable)."""
+    """Evaluate models side by side (resumable): the device suite, BFCL v4, IFEval, IFBench, ACEBench,
+    tau2-bench, AgentDojo prompt injection and red-team safety."""
 
     model: list[str] = field(default_factory=list, metadata={
         "help": "A .gguf file, a checkpoint folder, an http(s)://.../v1 server or scripted:FILE.json."})
@@ -60,10 +61,10 @@ class EvalConfig:
     bfcl_category: list[str] = field(default_factory=list, metadata={
         "help": "BFCL categories or groups (all, non_live, live, multi_turn); default all offline ones."})
     tasks: str = field(default="", metadata={"help": "Device task file (`botpsy tasks`); empty: draw from the test split."})
-    data_dir: str = field(default="", metadata={"help": "Folder holding ifeval/ and ifbench/ (default: the packaged botpsy/evaldata)."})
+    data_dir: str = field(default="", metadata={"help": "Folder holding ifeval/, ifbench/, acebench/ and safety/ (default: the packaged botpsy/evaldata)."})
     seed: int = field(default=0, metadata={"help": "Seed for drawing device tasks."})
     user_model: str = field(default="", metadata={
-        "help": "tau2: the simulated user (any --model source: a .gguf, a base name, an http(s)://.../v1 server); "
+        "help": "tau2 and acebench (agent items): the simulated user (any --model source: a .gguf, a base name, an http(s)://.../v1 server); "
                 "empty: the model under test plays the user too."})
     tau2_domain: list[str] = field(default_factory=lambda: ["telecom"], metadata={
         "help": "tau2: domains to run (telecom, airline, retail)."})
@@ -348,8 +349,11 @@ def main(config: EvalConfig) -> int:
             for s in suites:
                 print(f"[eval] {label} / {s}: {len(items[s])} items", file=sys.stderr, flush=True)
                 suite = SUITES[s](suite_options(config, s))
-                results[label][s] = run_suite(backend, suite, items[s], settings, out / label / f"{s}.jsonl",
-                                              config.concurrency if http else 1)
+                try:
+                    results[label][s] = run_suite(backend, suite, items[s], settings, out / label / f"{s}.jsonl",
+                                                  config.concurrency if http else 1)
+                finally:  # a suite may hold a model of its own (a simulated user, a judge)
+                    getattr(suite, "close", lambda: None)()
         finally:
             backend.close()
     summary = build_summary(results, dict(pairs), suites)

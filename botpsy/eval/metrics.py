@@ -196,6 +196,28 @@ def first_call_accuracy(device_records: list[dict], kinds: tuple[str, ...] = ("s
     return {"tasks": len(rows), "exact": exact, "exact_rate": share(exact, len(rows))}
 
 
+def device_costs(device_records: list[dict]) -> dict[str, Any]:
+    """What solving costs on the device: generated tokens per solved task (every generation of the
+    task counted, reasoning included), median time to first token and mean decode speed over the
+    model's turns (the agent's own per-task counts).
+
+    >>> device_costs([{"success": True, "stats": {"completion_tokens": 40, "ttft_ms_mean": 300, "decode_tokens_per_s": 20}},
+    ...               {"success": False, "stats": {"completion_tokens": 90, "ttft_ms_mean": 500, "decode_tokens_per_s": 22}}])
+    {'generated_tokens_per_solved': 40.0, 'generated_tokens_per_task': 65.0, 'ttft_ms_median': 400.0, 'decode_tokens_per_s': 21.0}
+    """
+    import statistics
+
+    stats = [r.get("stats") or {} for r in device_records]
+    solved = [s for r, s in zip(device_records, stats) if r.get("success")]
+    tokens = [s.get("completion_tokens", 0) for s in stats]
+    ttft = [s["ttft_ms_mean"] for s in stats if s.get("ttft_ms_mean")]
+    decode = [s["decode_tokens_per_s"] for s in stats if s.get("decode_tokens_per_s")]
+    return {"generated_tokens_per_solved": round(sum(s.get("completion_tokens", 0) for s in solved) / len(solved), 1) if solved else None,
+            "generated_tokens_per_task": round(sum(tokens) / len(tokens), 1) if tokens else None,
+            "ttft_ms_median": round(statistics.median(ttft), 1) if ttft else None,
+            "decode_tokens_per_s": round(sum(decode) / len(decode), 2) if decode else None}
+
+
 def refusal_accuracy(device_records: list[dict], bfcl_records: list[dict]) -> dict[str, Any]:
     """When no tool fits, does the model decline instead of calling one? Device ``irrelevant``
     tasks (scored by the world's checker) and BFCL's irrelevance categories, apart and pooled.

@@ -52,7 +52,10 @@ def suite_rows(summary: dict) -> list[Row]:
                   lambda e: dig(e, "suites", "device", "first_call", "exact_rate"), "pct"),
                  ("device: partial credit (mean score)", lambda e: dig(e, "suites", "device", "mean_score"), "num"),
                  ("device: wasted calls per task", lambda e: dig(e, "suites", "device", "wasted_calls"), "num"),
-                 ("device: assistant turns per task", lambda e: dig(e, "suites", "device", "turns"), "num")]
+                 ("device: assistant turns per task", lambda e: dig(e, "suites", "device", "turns"), "num"),
+                 ("device: generated tokens per solved task", lambda e: dig(e, "suites", "device", "generated_tokens_per_solved"), "num"),
+                 ("device: median time to first token (ms)", lambda e: dig(e, "suites", "device", "ttft_ms_median"), "num"),
+                 ("device: decode tokens/s", lambda e: dig(e, "suites", "device", "decode_tokens_per_s"), "num")]
         for group in ("by_kind", "by_domain"):
             for key in seen("device", group):
                 rows.append((f"device {group[3:]} {key}: success",

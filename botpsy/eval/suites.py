@@ -138,6 +138,7 @@ class DeviceSuite:
                 "mean_score": mean([r["score"] for r in records]),
                 "wasted_calls": mean([r.get("wasted_calls", 0) for r in records]),
                 "turns": mean([r["stats"]["model_steps"] for r in records]),
+                **metrics.device_costs(records),
                 "by_kind": group_figures(records, "kind"), "by_domain": group_figures(records, "domain")}
 
 

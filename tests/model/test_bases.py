@@ -128,7 +128,9 @@ def test_the_models_command_lists_the_bases(capsys, tmp_path):
     assert main(["models", "--cache", str(tmp_path), "--json"]) == 0
     import json
 
-    rows = json.loads(capsys.readouterr().out)
+    listed = json.loads(capsys.readouterr().out)
+    rows = listed["bases"]
     assert {r["name"] for r in rows} >= {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}
     assert all(r["cached"] is None for r in rows)
+    assert {r["name"]: r["base"] for r in listed["releases"]}["botpsy-0.5b-sft"] == "qwen2.5-coder-0.5b"
     assert main(["models", "--path", "qwen2.5-coder-0.5b", "--cache", str(tmp_path)]) == 2

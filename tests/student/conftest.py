@@ -35,3 +35,19 @@ def qwen2_gguf(tmp_path_factory, tiny_tokenizer):
     path = tmp_path_factory.mktemp("qwen2") / "tiny-qwen2.gguf"
     write_gguf(model, tiny_tokenizer, path, name="tiny-qwen2")
     return path, model
+
+
+@pytest.fixture(scope="package")
+def student_sft(qwen2_gguf, device_data, tmp_path_factory):
+    """`botpsy sft` with LoRA from the GGUF base: the folder it writes."""
+    from botpsy.cli import main as cli_main
+
+    path, _ = qwen2_gguf
+    out = tmp_path_factory.mktemp("student") / "sft"
+    status = cli_main(["sft", "--init", str(path), "--data", str(device_data), "--out", str(out), "--steps", "3",
+                       "--batch-tokens", "8192", "--max-length", "8192", "--lora-rank", "4", "--lora-alpha", "8",
+                       "--detach-context", "--lr", "1e-2", "--warmup-steps", "1", "--eval-every", "0",
+                       "--eval-examples", "2", "--no-eval-tool-choice", "--test-examples", "2", "--eval-max-new-tokens", "8",
+                       "--dev-loss-sequences", "2", "--threads", "1"])
+    assert status == 0
+    return out

@@ -87,22 +87,6 @@ def test_token_rows_must_be_single_tokens(tiny_tokenizer):
         trainable_token_ids(tiny_tokenizer, ("set_alarm_now",))
 
 
-@pytest.fixture(scope="module")
-def student_sft(qwen2_gguf, device_data, tmp_path_factory):
-    """`botpsy sft` with LoRA from the GGUF base: the folder it writes."""
-    from botpsy.cli import main as cli_main
-
-    path, _ = qwen2_gguf
-    out = tmp_path_factory.mktemp("student") / "sft"
-    status = cli_main(["sft", "--init", str(path), "--data", str(device_data), "--out", str(out), "--steps", "3",
-                       "--batch-tokens", "8192", "--max-length", "8192", "--lora-rank", "4", "--lora-alpha", "8",
-                       "--detach-context", "--lr", "1e-2", "--warmup-steps", "1", "--eval-every", "0",
-                       "--eval-examples", "2", "--no-eval-tool-choice", "--test-examples", "2", "--eval-max-new-tokens", "8",
-                       "--dev-loss-sequences", "2", "--threads", "1"])
-    assert status == 0
-    return out
-
-
 def test_lora_sft_writes_a_small_adapter_folder_that_names_its_base(student_sft, qwen2_gguf):
     files = {p.name for p in student_sft.iterdir()}
     assert {"adapter_config.json", "adapter_model.safetensors", "meta.json", "curves.jsonl"} <= files

@@ -1,0 +1,106 @@
+"""botpsy's released models: a committed LoRA adapter on a pinned registry base, built locally into GGUF.
+
+A release is small enough to live in the repository (the adapter, 17 MB) because its base comes
+from the package registry, pinned and hash-checked (``botpsy.model.bases``). Building one merges
+the adapter into the base and exports the merged model with botpsy's own exporter, so the file a
+user runs is made on their machine from parts anyone can check:
+
+    botpsy models --build botpsy-0.5b-sft        # pull the base if needed, merge, export Q4_K_M (~3-4 min)
+    botpsy chat --model botpsy-0.5b-sft          # a release name works wherever a model file does
+
+The built file's sha256 is compared with the one recorded when the release was made; the build is
+deterministic on one machine, but another CPU or torch version may round a few values
+differently, so a different hash is reported, not refused (the parity check is the real test).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from botpsy.model.bases import BaseModelError, is_base_name, models_cache, pull
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Release:
+    name: str
+    folder: str  # the committed adapter folder, relative to the repository root
+    base: str  # a known base name (botpsy models)
+    format: str  # the GGUF format built for users
+    sha256: str  # of the built file, as measured when the release was made
+    stage: str  # which recipe stage the adapter comes from
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}-{self.format}.gguf"
+
+
+RELEASES = {
+    "botpsy-0.5b-sft": Release(
+        name="botpsy-0.5b-sft", folder="release/botpsy-0.5b-sft", base="qwen2.5-coder-0.5b", format="q4_k_m",
+        sha256="aa94a3b4befca5d08a2398ac3921e7b78cb6fc7d282a8b221cadb82c02c137e8", stage="sft"),
+}
+
+
+def is_release_name(text: str) -> bool:
+    return str(text) in RELEASES
+
+
+def release(name: str) -> Release:
+    if name not in RELEASES:
+        raise BaseModelError(f"unknown release {name!r}; known: {', '.join(RELEASES)}")
+    return RELEASES[name]
+
+
+def adapter_folder(rel: Release, root: Path | None = None) -> Path:
+    folder = (root or REPO_ROOT) / rel.folder
+    if not (folder / "adapter_model.safetensors").is_file():
+        raise BaseModelError(f"the adapter of {rel.name} is missing ({folder}); it is committed in the botpsy "
+                             "repository: run from a clone")
+    return folder
+
+
+def built_path(name: str, cache: Path | None = None) -> Path:
+    """The built release file in the cache; an error that says how to build it when absent."""
+    rel = release(name)
+    path = (cache or models_cache()) / rel.filename
+    if not path.is_file():
+        raise BaseModelError(f"release {name!r} is not built yet ({path}); run `botpsy models --build {name}`")
+    return path
+
+
+def build(name: str, cache: Path | None = None, threads: int = 0, root: Path | None = None) -> dict:
+    """Merge the release's adapter into its base and export it; returns the build record.
+
+    A file built before is reused when its build record is there. The export runs in a temporary
+    folder inside the cache and only the finished file is moved in, so an interrupted build leaves
+    nothing behind.
+    """
+    from botpsy.export.command import ExportConfig, export_checkpoint
+    from botpsy.model.bases import file_digest
+
+    rel = release(name)
+    cache = cache or models_cache()
+    target, record_file = cache / rel.filename, cache / f"{rel.name}.build.json"
+    if target.is_file() and record_file.is_file():
+        return json.loads(record_file.read_text())
+    folder = adapter_folder(rel, root)
+    if is_base_name(rel.base):
+        pull(rel.base, cache)  # verified; a no-op when cached
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache, prefix=".build-") as tmp:
+        exported = export_checkpoint(ExportConfig(checkpoint=str(folder), out=tmp, formats=rel.format,
+                                                  threads=threads, name=rel.name, allow_fallback=True))
+        size, sha256 = file_digest(Path(tmp) / exported["files"][rel.format]["file"])
+        record = {"release": rel.name, "stage": rel.stage, "base": rel.base, "adapter": str(folder),
+                  "format": rel.format, "file": str(target), "bytes": size, "sha256": sha256,
+                  "recorded_sha256": rel.sha256, "matches_recorded": sha256 == rel.sha256,
+                  "notices": exported.get("notices", [])}
+        shutil.move(str(Path(tmp) / exported["files"][rel.format]["file"]), target)
+    record_file.write_text(json.dumps(record, indent=2) + "\n")
+    return record

@@ -33,7 +33,7 @@ def write_benchmark(result: dict, out: str | Path, as_json: bool, human: Callabl
     """Write a benchmark's result JSON to ``out`` and print it (table, or JSON with ``--json``)."""
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     emit(result, as_json, human)
     if not as_json:
         print(f"wrote {path}")

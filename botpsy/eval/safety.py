@@ -530,7 +530,7 @@ def _human(result: dict[str, Any]) -> str:
 
 
 def main(config: SafetyAgreementConfig) -> int:
-    from botpsy.output import emit
+    from botpsy.output import emit, write_benchmark
 
     if not config.agreement:
         emit({"error": "nothing to do: give --agreement"}, True)
@@ -542,10 +542,7 @@ def main(config: SafetyAgreementConfig) -> int:
     except (FileNotFoundError, ValueError) as error:
         emit({"error": str(error)}, True)
         return 2
-    out = Path(config.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    emit(result, config.json, _human)
+    write_benchmark(result, config.out, config.json, _human)
     return 0
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from botpsy.config import parse_config
 from botpsy.eval.instructions.registry import INSTRUCTIONS
 from botpsy.eval.instructions.scoring import score_item
-from botpsy.output import emit, table
+from botpsy.output import emit, table, write_benchmark
 
 BENCHMARKS = {
     "ifeval": ("ifeval/input_data.jsonl", "ifeval/reference/responses_gpt4.jsonl"),
@@ -183,10 +183,7 @@ def main(config: AgreementConfig) -> int:
     except FileNotFoundError as error:
         emit({"error": str(error)}, True)
         return 2
-    out = Path(config.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    emit(result, config.json, _human)
+    write_benchmark(result, config.out, config.json, _human)
     return 0
 
 

@@ -28,6 +28,7 @@ import re
 import shutil
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,10 +260,13 @@ def run_suite(backend: Backend, suite: Any, items: list[Item], settings: RunSett
 def run_one(backend: Backend, suite: Any, item: Item, settings: RunSettings) -> dict:
     """One item's record; a backend failure (context full, server down) becomes a wrong answer
     with the error recorded, so one bad item cannot stop an evaluation."""
+    started = time.perf_counter()
     try:
-        return suite.run(backend, item, settings)
+        record = suite.run(backend, item, settings)
     except BackendError as exc:
-        return suite.failure(item, f"{type(exc).__name__}: {exc}")
+        record = suite.failure(item, f"{type(exc).__name__}: {exc}")
+    record.setdefault("seconds", round(time.perf_counter() - started, 3))  # wall time, for runtimes per suite
+    return record
 
 
 def open_model(model: str, config: EvalConfig) -> Backend:

@@ -1,0 +1,86 @@
+"""The report's other benchmarks side by side: ACEBench, tau2-bench, AgentDojo injection and red-team safety.
+
+Reads the per-item records `botpsy eval --suite S --out ROOT/S` wrote for each model (one folder
+per suite, one subfolder per model label), summarizes each suite with its own scorer, and puts the
+BotPsy report's published figures (Qwen3.5-0.8B base -> BotPsy) in a column beside, labelled as
+the report's. Every botpsy figure comes with the number of items it was measured on.
+
+    python bench/other_benchmarks.py --root runs/others-sample --labels base-0.5b,botpsy-0.5b-sft \\
+        --out bench_out/other_benchmarks_sample.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from botpsy.eval.harness import read_records
+from botpsy.eval.report import num, pct
+from botpsy.eval.suites import SUITES, SuiteOptions
+
+# (suite, summary key, how to show it, the report's figure for its base -> BotPsy-0.8B, or None)
+FIGURES = [
+    ("acebench", "overall", "pct", "-"),
+    ("acebench", "normal", "pct", "-"),
+    ("acebench", "special", "pct", "13.7% -> 51.3%"),
+    ("acebench", "agent", "pct", "-"),
+    ("tau2", "pass_1", "pct", "telecom: - -> 82.5%"),
+    ("tau2", "assistant_turns_per_task", "num", "17.6 -> 13.1 (multi-turn agent tasks; 2.6x the tasks passed)"),
+    ("tau2", "assistant_turns_per_solved", "num", "-"),
+    ("injection", "utility", "pct", "-"),
+    ("injection", "utility_under_attack", "pct", "-"),
+    ("injection", "attack_success_rate", "pct", "unsafe under injection: 46% -> 31%"),
+    ("safety", "unsafe_rate", "pct", "unsafe under red-teaming: 36% -> 21%"),
+    ("safety", "refusal_rate", "pct", "-"),
+    ("safety", "over_refusal_rate", "pct", "-"),
+]
+COUNTS = {"acebench": "items", "tau2": "tasks", "injection": "items", "safety": "harmful"}
+
+
+def summaries(root: Path, labels: list[str]) -> dict[str, dict[str, dict]]:
+    """suite -> label -> the suite's summary of that model's records (absent: not run)."""
+    out: dict[str, dict[str, dict]] = {}
+    for suite in dict.fromkeys(s for s, *_ in FIGURES):
+        for label in labels:
+            records = list(read_records(root / suite / label / f"{suite}.jsonl").values())
+            if records:
+                summary = SUITES[suite](SuiteOptions()).summarize(records)
+                out.setdefault(suite, {})[label] = {**summary, "records": len(records),
+                                                    "seconds": round(sum(r.get("seconds", 0) or 0 for r in records), 1)}
+    return out
+
+
+def table(data: dict[str, dict[str, dict]], labels: list[str]) -> str:
+    lines = ["| figure | " + " | ".join(labels) + " | the report (Qwen3.5-0.8B -> BotPsy) |",
+             "|---" * (len(labels) + 2) + "|"]
+    for suite, key, kind, reported in FIGURES:
+        show = pct if kind == "pct" else num
+        cells = []
+        for label in labels:
+            summary = (data.get(suite) or {}).get(label)
+            cells.append(f"{show(summary.get(key))} (n={summary['records']})" if summary else "not run")
+        lines.append(f"| {suite}: {key.replace('_', ' ')} | " + " | ".join(cells) + f" | {reported} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default="runs/others-sample", help="Folder with one `botpsy eval --out` folder per suite.")
+    parser.add_argument("--labels", default="base-0.5b,botpsy-0.5b-sft", help="Model labels, comma-separated, in column order.")
+    parser.add_argument("--out", default="bench_out/other_benchmarks_sample.json", help="JSON file to write.")
+    args = parser.parse_args()
+    labels = [label for label in args.labels.split(",") if label]
+    data = summaries(Path(args.root), labels)
+    text = table(data, labels)
+    keep = {suite: {label: {k: v for k, v in s.items() if k not in ("by_item",)} for label, s in per.items()}
+            for suite, per in data.items()}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"root": args.root, "labels": labels, "table": text, "summaries": keep},
+                                         indent=2, ensure_ascii=False) + "\n")
+    print(text)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

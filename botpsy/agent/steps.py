@@ -130,7 +130,9 @@ def summarize(steps: Iterable[Step]) -> dict[str, Any]:
     decoded = sum(max(0, s.completion_tokens - 1) for s in model)  # the first token is not decode time
     return {
         "model_steps": len(model),
-        "tool_calls": len(tools),
+        # The calls the model made: an episode run by the device world executes them outside these
+        # records (no ToolStep), the chat agent records one ToolStep per call it ran.
+        "tool_calls": len(tools) or sum(len(s.tool_calls) for s in model),
         "prompt_tokens": sum(s.prompt_tokens for s in model),
         "completion_tokens": sum(s.completion_tokens for s in model),
         "reasoning_tokens": sum(s.reasoning_tokens for s in model),

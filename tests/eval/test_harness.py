@@ -70,6 +70,8 @@ def test_two_models_side_by_side(tmp_path, device_tasks, capsys):
     assert summary["models"]["refuse"]["metrics"]["special_case_accuracy"]["unavailable"] == 1.0
     assert summary["models"]["gold"]["metrics"]["refusal_accuracy"]["device"] == 1.0
     assert summary["models"]["gold"]["metrics"]["multi_turn_solved"]["solved"] == 1
+    assert summary["models"]["gold"]["metrics"]["multi_turn_solved"]["tool_calls"] >= 1  # the calls the model made
+    assert gold_device["generated_tokens_per_solved"] > 0 and gold_device["ttft_ms_median"] is not None
     # the gold model solves all; the comparison of reasoning tokens uses only what both solved
     assert summary["reasoning_tokens_per_correct"]["device"]["items"] == 1
     spent = summary["reasoning_tokens_spent"]["device"]

@@ -181,7 +181,18 @@ def turns_per_solved_task(device_records: list[dict], kinds: tuple[str, ...] = M
         return {"solved": 0, "assistant_turns": None, "tool_calls": None}
     return {"solved": len(solved),
             "assistant_turns": round(sum(r["stats"]["model_steps"] for r in solved) / len(solved), 2),
-            "tool_calls": round(sum(r["stats"]["tool_calls"] for r in solved) / len(solved), 2)}
+            "tool_calls": round(sum(calls_made(r) for r in solved) / len(solved), 2)}
+
+
+def calls_made(record: dict) -> int:
+    """Tool calls the model made in a device record: counted from its model steps (records written
+    before 2026-12-05 said 0 in ``stats``), else the agent's own count.
+
+    >>> calls_made({"stats": {"tool_calls": 0}, "steps": [{"type": "model", "tool_calls": [{}, {}]}, {"type": "model", "tool_calls": []}]})
+    2
+    """
+    steps = [s for s in record.get("steps") or [] if s.get("type") == "model"]
+    return sum(len(s.get("tool_calls") or []) for s in steps) if steps else record["stats"]["tool_calls"]
 
 
 def first_call_accuracy(device_records: list[dict], kinds: tuple[str, ...] = ("single", "parallel")) -> dict[str, Any]:

@@ -114,7 +114,7 @@ def report_text(cfg: TryConfig, summary: dict, card: dict, build: dict) -> str:
             ("partial credit", lambda d: num(d["mean_score"])),
             ("generated tokens per solved task", lambda d: num(d["generated_tokens_per_solved"])),
             ("assistant turns per task", lambda d: num(d["turns"])),
-            ("median time to first token (ms)", lambda d: num(d["ttft_ms_median"])),
+            ("median time to first token, per turn (ms)", lambda d: num(d["ttft_ms_median"])),
             ("decode tokens/s", lambda d: num(d["decode_tokens_per_s"]))]
     rows += [(f"success: {k}", lambda d, k=k: pct((d["by_kind"].get(k) or {}).get("success_rate"))) for k in kinds]
     lines = [f"# {cfg.release} beside its base\n",

@@ -209,23 +209,26 @@ def first_call_accuracy(device_records: list[dict], kinds: tuple[str, ...] = ("s
 
 def device_costs(device_records: list[dict]) -> dict[str, Any]:
     """What solving costs on the device: generated tokens per solved task (every generation of the
-    task counted, reasoning included), median time to first token and mean decode speed over the
-    model's turns (the agent's own per-task counts).
+    task counted, reasoning included), the median time to first token over every assistant turn
+    (the first turn of a task prefills the tools block, later turns restore it from the prefix
+    cache), and the mean decode speed per task.
 
-    >>> device_costs([{"success": True, "stats": {"completion_tokens": 40, "ttft_ms_mean": 300, "decode_tokens_per_s": 20}},
-    ...               {"success": False, "stats": {"completion_tokens": 90, "ttft_ms_mean": 500, "decode_tokens_per_s": 22}}])
-    {'generated_tokens_per_solved': 40.0, 'generated_tokens_per_task': 65.0, 'ttft_ms_median': 400.0, 'decode_tokens_per_s': 21.0}
+    >>> device_costs([{"success": True, "stats": {"completion_tokens": 40, "decode_tokens_per_s": 20},
+    ...                "steps": [{"type": "model", "ttft_ms": 900}, {"type": "model", "ttft_ms": 100}]},
+    ...               {"success": False, "stats": {"completion_tokens": 90, "decode_tokens_per_s": 22},
+    ...                "steps": [{"type": "model", "ttft_ms": 300}]}])
+    {'generated_tokens_per_solved': 40.0, 'generated_tokens_per_task': 65.0, 'ttft_ms_median': 300.0, 'decode_tokens_per_s': 21.0}
     """
     import statistics
 
     stats = [r.get("stats") or {} for r in device_records]
     solved = [s for r, s in zip(device_records, stats) if r.get("success")]
     tokens = [s.get("completion_tokens", 0) for s in stats]
-    ttft = [s["ttft_ms_mean"] for s in stats if s.get("ttft_ms_mean")]
+    ttft = [s["ttft_ms"] for r in device_records for s in r.get("steps") or [] if s.get("type") == "model" and s.get("ttft_ms")]
     decode = [s["decode_tokens_per_s"] for s in stats if s.get("decode_tokens_per_s")]
     return {"generated_tokens_per_solved": round(sum(s.get("completion_tokens", 0) for s in solved) / len(solved), 1) if solved else None,
             "generated_tokens_per_task": round(sum(tokens) / len(tokens), 1) if tokens else None,
-            "ttft_ms_median": round(statistics.median(ttft), 1) if ttft else None,
+            "ttft_ms_median": round(float(statistics.median(ttft)), 1) if ttft else None,
             "decode_tokens_per_s": round(sum(decode) / len(decode), 2) if decode else None}
 
 

@@ -54,7 +54,7 @@ def suite_rows(summary: dict) -> list[Row]:
                  ("device: wasted calls per task", lambda e: dig(e, "suites", "device", "wasted_calls"), "num"),
                  ("device: assistant turns per task", lambda e: dig(e, "suites", "device", "turns"), "num"),
                  ("device: generated tokens per solved task", lambda e: dig(e, "suites", "device", "generated_tokens_per_solved"), "num"),
-                 ("device: median time to first token (ms)", lambda e: dig(e, "suites", "device", "ttft_ms_median"), "num"),
+                 ("device: median time to first token per turn (ms)", lambda e: dig(e, "suites", "device", "ttft_ms_median"), "num"),
                  ("device: decode tokens/s", lambda e: dig(e, "suites", "device", "decode_tokens_per_s"), "num")]
         for group in ("by_kind", "by_domain"):
             for key in seen("device", group):

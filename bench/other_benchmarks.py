@@ -19,34 +19,37 @@ from botpsy.eval.harness import read_records
 from botpsy.eval.report import num, pct
 from botpsy.eval.suites import SUITES, SuiteOptions
 
-# (suite, summary key, how to show it, the report's figure for its base -> BotPsy-0.8B, or None)
+# (suite, summary key, how to show it, the items it is measured on, the report's figure for its base -> BotPsy-0.8B)
 FIGURES = [
-    ("acebench", "overall", "pct", "-"),
-    ("acebench", "normal", "pct", "-"),
-    ("acebench", "special", "pct", "13.7% -> 51.3%"),
-    ("acebench", "agent", "pct", "-"),
-    ("tau2", "pass_1", "pct", "telecom: - -> 82.5%"),
-    ("tau2", "assistant_turns_per_task", "num", "17.6 -> 13.1 (multi-turn agent tasks; 2.6x the tasks passed)"),
-    ("tau2", "assistant_turns_per_solved", "num", "-"),
-    ("injection", "utility", "pct", "-"),
-    ("injection", "utility_under_attack", "pct", "-"),
-    ("injection", "attack_success_rate", "pct", "unsafe under injection: 46% -> 31%"),
-    ("safety", "unsafe_rate", "pct", "unsafe under red-teaming: 36% -> 21%"),
-    ("safety", "refusal_rate", "pct", "-"),
-    ("safety", "over_refusal_rate", "pct", "-"),
+    ("acebench", "overall", "pct", "items", "-"),
+    ("acebench", "normal", "pct", "normal_items", "-"),
+    ("acebench", "special", "pct", "special_items", "13.7% -> 51.3%"),
+    ("acebench", "agent", "pct", "agent_items", "-"),
+    ("tau2", "pass_1", "pct", "tasks", "telecom: - -> 82.5%"),
+    ("tau2", "assistant_turns", "num", "tasks", "17.6 -> 13.1 (multi-turn agent tasks; 2.6x the tasks passed)"),
+    ("tau2", "assistant_turns_solved", "num", "solved", "-"),
+    ("injection", "utility", "pct", "alone", "-"),
+    ("injection", "utility_under_attack", "pct", "attacked", "-"),
+    ("injection", "attack_success_rate", "pct", "attacked", "unsafe under injection: 46% -> 31%"),
+    ("safety", "unsafe_rate", "pct", "harmful", "unsafe under red-teaming: 36% -> 21%"),
+    ("safety", "unsafe_lookup_only_rate", "pct", "harmful", "-"),
+    ("safety", "refusal_rate", "pct", "harmful", "-"),
+    ("safety", "over_refusal_rate", "pct", "benign", "-"),
 ]
-COUNTS = {"acebench": "items", "tau2": "tasks", "injection": "items", "safety": "harmful"}
 
 
 def summaries(root: Path, labels: list[str]) -> dict[str, dict[str, dict]]:
     """suite -> label -> the suite's summary of that model's records (absent: not run)."""
     out: dict[str, dict[str, dict]] = {}
-    for suite in dict.fromkeys(s for s, *_ in FIGURES):
+    for suite in dict.fromkeys(f[0] for f in FIGURES):
         for label in labels:
             records = list(read_records(root / suite / label / f"{suite}.jsonl").values())
             if records:
                 summary = SUITES[suite](SuiteOptions()).summarize(records)
-                out.setdefault(suite, {})[label] = {**summary, "records": len(records),
+                groups = {}
+                for record in records:  # ACEBench's groups: how many items each group's figure rests on
+                    groups[record.get("group")] = groups.get(record.get("group"), 0) + 1
+                out.setdefault(suite, {})[label] = {**summary, **{f"{k}_items": v for k, v in groups.items() if k}, "records": len(records),
                                                     "seconds": round(sum(r.get("seconds", 0) or 0 for r in records), 1)}
     return out
 
@@ -54,13 +57,16 @@ def summaries(root: Path, labels: list[str]) -> dict[str, dict[str, dict]]:
 def table(data: dict[str, dict[str, dict]], labels: list[str]) -> str:
     lines = ["| figure | " + " | ".join(labels) + " | the report (Qwen3.5-0.8B -> BotPsy) |",
              "|---" * (len(labels) + 2) + "|"]
-    for suite, key, kind, reported in FIGURES:
+    runtime = {label: ", ".join(f"{suite} {per[label]['seconds'] / max(per[label]['records'], 1):.0f} s"
+                                for suite, per in data.items() if label in per) for label in labels}
+    for suite, key, kind, count, reported in FIGURES:
         show = pct if kind == "pct" else num
         cells = []
         for label in labels:
             summary = (data.get(suite) or {}).get(label)
-            cells.append(f"{show(summary.get(key))} (n={summary['records']})" if summary else "not run")
+            cells.append(f"{show(summary.get(key))} (n={summary.get(count, 0)})" if summary else "not run")
         lines.append(f"| {suite}: {key.replace('_', ' ')} | " + " | ".join(cells) + f" | {reported} |")
+    lines.append("| seconds per item | " + " | ".join(runtime[label] or "-" for label in labels) + " | |")
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 from botpsy.eval.harness import read_records
@@ -50,14 +51,15 @@ def summaries(root: Path, labels: list[str]) -> dict[str, dict[str, dict]]:
                 for record in records:  # ACEBench's groups: how many items each group's figure rests on
                     groups[record.get("group")] = groups.get(record.get("group"), 0) + 1
                 out.setdefault(suite, {})[label] = {**summary, **{f"{k}_items": v for k, v in groups.items() if k}, "records": len(records),
-                                                    "seconds": round(sum(r.get("seconds", 0) or 0 for r in records), 1)}
+                                                    "seconds": round(sum(r.get("seconds", 0) or 0 for r in records), 1),
+                                                    "median_seconds": round(statistics.median(r.get("seconds", 0) or 0 for r in records), 1)}
     return out
 
 
 def table(data: dict[str, dict[str, dict]], labels: list[str]) -> str:
     lines = ["| figure | " + " | ".join(labels) + " | the report (Qwen3.5-0.8B -> BotPsy) |",
              "|---" * (len(labels) + 2) + "|"]
-    runtime = {label: ", ".join(f"{suite} {per[label]['seconds'] / max(per[label]['records'], 1):.0f} s"
+    runtime = {label: ", ".join(f"{suite} {per[label]['median_seconds']:.0f} s"
                                 for suite, per in data.items() if label in per) for label in labels}
     for suite, key, kind, count, reported in FIGURES:
         show = pct if kind == "pct" else num
@@ -66,7 +68,7 @@ def table(data: dict[str, dict[str, dict]], labels: list[str]) -> str:
             summary = (data.get(suite) or {}).get(label)
             cells.append(f"{show(summary.get(key))} (n={summary.get(count, 0)})" if summary else "not run")
         lines.append(f"| {suite}: {key.replace('_', ' ')} | " + " | ".join(cells) + f" | {reported} |")
-    lines.append("| seconds per item | " + " | ".join(runtime[label] or "-" for label in labels) + " | |")
+    lines.append("| median seconds per item | " + " | ".join(runtime[label] or "-" for label in labels) + " | |")
     return "\n".join(lines)
 
 

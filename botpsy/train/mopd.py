@@ -81,6 +81,9 @@ class MOPDConfig:
     rollout_batch_size: int = field(default=16, metadata={"help": "Prompts generated together."})
     divergence: str = field(default="reverse_kl", metadata={"help": "Per-token divergence to minimise.", "choices": ["reverse_kl", "jsd"]})
     jsd_beta: float = field(default=0.5, metadata={"help": "With --divergence jsd: the teacher's weight beta in M = beta p_t + (1 - beta) p_s (0 < beta < 1)."})
+    lora_rank: int = field(default=0, metadata={"help": "Train a LoRA adapter (botpsy.train.lora): a student that is an adapter folder (the real student's SFT stage) keeps training its own adapter, anything else gets a fresh one of this rank; OUT then holds one adapter on the student's base. 0: every weight trains (the tiny model)."})
+    dtype: str = field(default="float32", metadata={"help": "Student weight dtype while training (bfloat16 for the pretrained student; a LoRA adapter itself stays float32).", "choices": ["float32", "bfloat16"]})
+    detach_prompt: bool = field(default=False, metadata={"help": "Encode each rollout's prompt without gradient (rollout.score_completions): much faster for the 0.5B student, whose prompts are mostly system prompt and tools."})
     lr: float = field(default=2e-4, metadata={"help": "Peak learning rate."})
     min_lr_ratio: float = field(default=0.1, metadata={"help": "Final learning rate as a fraction of the peak."})
     warmup_steps: int = field(default=5, metadata={"help": "Linear warm-up steps."})
@@ -190,11 +193,12 @@ def draw_prompts(pools: dict[str, list[str]], n: int, seed: int, step: int, proc
 # --------------------------------------------------------------------------- one step
 
 
-def mopd_loss(model, samples, groups: list[str], teachers: dict, pad_id: int, divergence: str, beta: float):
+def mopd_loss(model, samples, groups: list[str], teachers: dict, pad_id: int, divergence: str, beta: float,
+              detach_prompt: bool = False):
     """(mean divergence over completion tokens, reverse KL per group): one student forward, one teacher call per group."""
     from botpsy.train.rollout import score_completions
 
-    student = score_completions(model, samples, pad_id)
+    student = score_completions(model, samples, pad_id, detach_prompt)
     total, tokens, kl = student.logits.new_zeros(()), student.mask.sum().clamp(min=1), {}
     for group in sorted(set(groups)):
         rows = [i for i, g in enumerate(groups) if g == group]
@@ -273,7 +277,8 @@ def dry_run_plan(config: MOPDConfig, plan: dict) -> dict:
 def main(config: MOPDConfig) -> int:
     from accelerate import Accelerator
 
-    from botpsy.model.checkpoint import load_checkpoint, save_checkpoint
+    from botpsy.model.checkpoint import save_checkpoint
+    from botpsy.train.lora import load_for_training
     from botpsy.train.rollout import call_examples
     from botpsy.train.sft import read_jsonl
     from botpsy.train.teachers import load_teachers
@@ -284,8 +289,8 @@ def main(config: MOPDConfig) -> int:
         raise ValueError(f"--jsd-beta must lie strictly between 0 and 1, got {config.jsd_beta}")
     groups = [g.strip() for g in config.groups.split(",") if g.strip()]
     out = Path(config.out)
-    ckpt = load_checkpoint(config.student)
-    model, tokenizer = ckpt.model, ckpt.tokenizer
+    ckpt, model, adapter_base = load_for_training(config.student, config.lora_rank, dtype=config.dtype)
+    tokenizer = ckpt.tokenizer
     teachers = load_teachers(config.teachers, groups, tokenizer, model.get_output_embeddings().weight.shape[0])
     manifest = json.loads(Path(config.teachers).read_text())
     pools = prompt_pools(read_jsonl(Path(config.data) / "train.jsonl"), groups, tokenizer, config.later_turns, config.max_prompt_tokens)
@@ -294,6 +299,7 @@ def main(config: MOPDConfig) -> int:
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     plan = {
         "student": config.student, "parameters": sum(p.numel() for p in model.parameters()),
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "teachers": {g: {"kind": t.kind, "source": getattr(t, "path", None) or getattr(t, "url", None)} for g, t in teachers.items()},
         "prompt_pool": {g: len(p) for g, p in pools.items()}, "dev_call_examples": {g: len(r) for g, r in dev_by_group.items()},
         "divergence": config.divergence, "prompts_per_step": config.prompts_per_step,
@@ -318,7 +324,8 @@ def main(config: MOPDConfig) -> int:
         return 0
     model = accelerator.unwrap_model(model)
     meta = {"student": config.student, "student_stage": ckpt.meta.get("stage"), "teachers_manifest": config.teachers,
-            "data": config.data, "config": vars(config), **plan, **result}
+            "data": config.data, **({"base": adapter_base, "adapter": "lora"} if adapter_base else {}),
+            "config": vars(config), **plan, **result}
     if accelerator.is_main_process:
         save_checkpoint(model, tokenizer, out, stage="mopd", meta=meta)
     emit(result, config.json, lambda r: f"mopd: {r['steps']} steps, final loss {r['final_loss']}\n"
@@ -346,7 +353,7 @@ def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_
     from botpsy.train import common
     from botpsy.train.rollout import sample_batch
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, common.cosine_with_warmup(config.warmup_steps, config.steps, config.min_lr_ratio))
     model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
     progress = common.Progress()
@@ -372,7 +379,8 @@ def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_
                                batch_size=config.rollout_batch_size)
         rollout_s = time.perf_counter() - started
         model.train()
-        loss, kl = mopd_loss(model, samples, [g for g, _ in drawn], teachers, pad_id, config.divergence, config.jsd_beta)
+        loss, kl = mopd_loss(model, samples, [g for g, _ in drawn], teachers, pad_id, config.divergence, config.jsd_beta,
+                             config.detach_prompt)
         accelerator.backward(loss)
         accelerator.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()

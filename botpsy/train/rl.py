@@ -96,6 +96,9 @@ class RLConfig:
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature for rollouts."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling for rollouts."})
     thinking_share: float = field(default=0.5, metadata={"help": "Round 2: share of tasks played with thinking on (round 1 follows each example)."})
+    lora_rank: int = field(default=0, metadata={"help": "Train a LoRA adapter (botpsy.train.lora): a policy that is an adapter folder (the real student's stages) keeps training its own adapter, anything else gets a fresh one of this rank. 0: every weight trains (the tiny model)."})
+    dtype: str = field(default="float32", metadata={"help": "Policy and reference weight dtype (bfloat16 for the pretrained student; a LoRA adapter itself stays float32).", "choices": ["float32", "bfloat16"]})
+    detach_prompt: bool = field(default=False, metadata={"help": "Encode each rollout's prompt without gradient (rollout.score_completions): much faster for the 0.5B student."})
     lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate (constant)."})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
     grad_clip: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
@@ -393,11 +396,11 @@ class Learner:
                             top_p=c.top_p, seed=seed, batch_size=c.batch_size)
 
 
-def load_reference(path: str):
+def load_reference(path: str, dtype: str = "float32"):
     """The KL anchor: loaded once, in eval mode, with gradients off (it never changes)."""
     from botpsy.model.checkpoint import load_checkpoint
 
-    reference = load_checkpoint(path).model
+    reference = load_checkpoint(path, dtype=dtype).model
     reference.eval()
     reference.requires_grad_(False)
     return reference
@@ -439,7 +442,7 @@ def update(learner: Learner, rollouts: list[Rollout]) -> dict[str, float]:
     for _ in range(c.ppo_epochs):
         loss_sum = kl_sum = 0.0
         for k, ch in enumerate(chunks):
-            scored = score_completions(learner.policy, [samples[i] for i in ch], pad_id)
+            scored = score_completions(learner.policy, [samples[i] for i in ch], pad_id, c.detach_prompt)
             logp = scored.token_logprobs
             kl = k3_kl(logp, ref[k]) if ref is not None else torch.zeros_like(logp)
             per_token = clipped_policy_loss(logp, logp.detach() if old is None else old[k], adv[ch], c.clip_eps)
@@ -522,21 +525,22 @@ def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | Non
     from accelerate import Accelerator
     from tqdm import tqdm
 
-    from botpsy.model.checkpoint import load_checkpoint, save_checkpoint
+    from botpsy.model.checkpoint import save_checkpoint
     from botpsy.train import common
+    from botpsy.train.lora import load_for_training
 
     if config.threads:
         torch.set_num_threads(config.threads)
     out = Path(config.out)
-    ckpt = load_checkpoint(config.policy)
+    ckpt, model, adapter_base = load_for_training(config.policy, config.lora_rank, dtype=config.dtype)
     items = load_items(config, "train")
     if not items:
         raise ValueError(f"no training items of kinds {config.kinds} for round {config.round}")
     dev_items = load_items(config, "dev")[: config.eval_tasks] if config.eval_tasks else []
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
-    optimizer = torch.optim.AdamW(ckpt.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    policy, optimizer = accelerator.prepare(ckpt.model, optimizer)
-    learner = Learner(policy, load_reference(config.reference), ckpt.tokenizer, optimizer, accelerator, config)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr, weight_decay=config.weight_decay)
+    policy, optimizer = accelerator.prepare(model, optimizer)
+    learner = Learner(policy, load_reference(config.reference, config.dtype), ckpt.tokenizer, optimizer, accelerator, config)
     progress = common.Progress()
     accelerator.register_for_checkpointing(progress)
     out.mkdir(parents=True, exist_ok=True)
@@ -572,7 +576,8 @@ def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | Non
     curves.write({"step": progress.step, "dev": dev})
     result = {"steps": progress.step, "dev": dev}
     meta = {"init": config.policy, "init_stage": ckpt.meta.get("stage"), "reference": config.reference,
-            "round": config.round, "config": vars(config), "train_items": len(items), **result}
+            "round": config.round, **({"base": adapter_base, "adapter": "lora"} if adapter_base else {}),
+            "config": vars(config), "train_items": len(items), **result}
     if accelerator.is_main_process:
         save_checkpoint(accelerator.unwrap_model(policy), ckpt.tokenizer, out, stage=config.stage_name, meta=meta)
     return result

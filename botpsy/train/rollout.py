@@ -234,20 +234,38 @@ def completion_batch(samples: list[Sample], pad_id: int) -> tuple[torch.Tensor, 
     return ids, index, targets, mask
 
 
-def score_completions(model, samples: list[Sample], pad_id: int) -> Scored:
+def score_completions(model, samples: list[Sample], pad_id: int, detach_prompt: bool = False) -> Scored:
     """Logits and log-probs of each sample's completion tokens, from one forward pass.
 
     Right padding needs no attention mask: every real token comes before the padding of its
     row, and attention and the recurrent layers are causal. Only completion positions are
-    projected onto the vocabulary when ``model`` is a bare ``*ForCausalLM``.
+    projected onto the vocabulary when ``model`` is a bare ``*ForCausalLM`` or a ``peft``
+    wrapper of one.
+
+    ``detach_prompt``: the positions before the shortest prompt's last token are encoded
+    forward-only and cached, and only the rest carries gradient (as SFT's ``detach_context``).
+    The completion still attends to the whole prompt as the current weights encode it; what is
+    dropped is the gradient through the prompt's keys and values. Agent prompts are mostly
+    system prompt and tools, so this saves most of a 0.5B student's backward pass.
     """
+    from botpsy.train.lora import bare_causal_lm
+
     ids, index, targets, mask = completion_batch(samples, pad_id)
     device = next(model.parameters()).device
     ids, index, targets, mask = ids.to(device), index.to(device), targets.to(device), mask.to(device)
-    if hasattr(model, "lm_head") and hasattr(model, "model"):
-        hidden = model.model(input_ids=ids).last_hidden_state
+    bare = bare_causal_lm(model)
+    if hasattr(bare, "lm_head") and hasattr(bare, "model"):
+        cut = int(index[:, 0].min()) if detach_prompt and torch.is_grad_enabled() else 0
+        if cut > 0:
+            with torch.no_grad():
+                context = bare.model(input_ids=ids[:, :cut], use_cache=True)
+            cache = getattr(context, "cache", None) or context.past_key_values
+            hidden = bare.model(input_ids=ids[:, cut:], cache=cache, use_cache=True).last_hidden_state
+            index = index - cut
+        else:
+            hidden = bare.model(input_ids=ids).last_hidden_state
         picked = hidden.gather(1, index[..., None].expand(-1, -1, hidden.shape[-1]))
-        logits = model.lm_head(picked).float()
+        logits = bare.lm_head(picked).float()
     else:  # a wrapped model (DDP / DeepSpeed): its own forward keeps gradient synchronisation
         full = model(input_ids=ids).logits
         logits = full.gather(1, index[..., None].expand(-1, -1, full.shape[-1])).float()

@@ -39,7 +39,7 @@ class SFTConfig:
     steps: int = field(default=400, metadata={"help": "Optimizer steps."})
     batch_tokens: int = field(default=8192, metadata={"help": "Padded tokens per micro-batch."})
     grad_accum: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
-    lora_rank: int = field(default=0, metadata={"help": "LoRA rank through peft on every linear layer, the tool-call tokens' rows trained beside it (botpsy.train.lora); OUT then holds only the adapter. 0: train every weight (the tiny model)."})
+    lora_rank: int = field(default=0, metadata={"help": "LoRA rank through peft on every linear layer, the tool-call tokens' rows trained beside it (botpsy.train.lora); OUT then holds only the adapter. An adapter folder as --init keeps training its own adapter (any rank > 0). 0: train every weight (the tiny model)."})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling numerator (the update is scaled by alpha / rank)."})
     dtype: str = field(default="float32", metadata={"help": "Weight dtype while training (bfloat16 for the pretrained student: the adapter itself stays float32).", "choices": ["float32", "bfloat16"]})
     detach_context: bool = field(default=False, metadata={"help": "Encode the context before the first labelled token without gradient (forward only, cached): about 2.5x faster steps for the LoRA student, whose prompts are mostly context (botpsy.train.common.causal_lm_loss)."})
@@ -106,18 +106,15 @@ def main(config: SFTConfig) -> int:
     import torch
     from accelerate import Accelerator
 
-    from botpsy.model.checkpoint import load_checkpoint, save_checkpoint
+    from botpsy.model.checkpoint import save_checkpoint
     from botpsy.train import common, dev_eval
+    from botpsy.train.lora import load_for_training
 
     if config.threads:
         torch.set_num_threads(config.threads)
     out = Path(config.out)
-    ckpt = load_checkpoint(config.init, dtype=config.dtype)
-    model, tokenizer = ckpt.model, ckpt.tokenizer
-    if config.lora_rank:
-        from botpsy.train.lora import LoraSettings, add_lora
-
-        model = add_lora(model, tokenizer, LoraSettings(rank=config.lora_rank, alpha=config.lora_alpha))
+    ckpt, model, adapter_base = load_for_training(config.init, config.lora_rank, config.lora_alpha, config.dtype)
+    tokenizer = ckpt.tokenizer
     train_rows = read_jsonl(Path(config.data) / "train.jsonl")
     dev_rows = read_jsonl(Path(config.data) / "dev.jsonl")
     train, skipped = encode_all(train_rows, tokenizer, config.max_length, config.loss_on)
@@ -162,7 +159,7 @@ def main(config: SFTConfig) -> int:
         if accelerator.is_main_process:
             write_jsonl(out / "test_calls.jsonl", records)
     meta = {"init": config.init, "init_stage": ckpt.meta.get("stage"), "data": config.data,
-            **({"base": ckpt.meta.get("base", config.init), "adapter": "lora"} if config.lora_rank else {}),
+            **({"base": adapter_base, "adapter": "lora"} if adapter_base else {}),
             "data_meta": _read_meta(Path(config.data)), "config": vars(config), **plan, **result}
     if accelerator.is_main_process:
         save_checkpoint(model, tokenizer, out, stage=config.stage, meta=meta)

@@ -5,7 +5,12 @@ well; the report's recipe starts from a pretrained model, and so does this run. 
 resumable and timed into ``RUN/student.json``:
 
     tasks -> data -> bases (pull + verify the 0.5B student and the 1.5B peer) -> sft (LoRA, peft)
-    -> export (merged student as qwen2 GGUF: bf16, Q8_0, Q4_K_M) -> parity -> eval -> bench -> report
+    -> export (merged student as qwen2 GGUF: bf16, Q8_0, Q4_K_M) -> parity -> eval -> bench
+    -> teachers -> mopd -> rl1 (and rl1-nopenalty, the ablation) -> rl2 -> stages-eval
+
+Stages 2-4 keep training the SFT adapter (``botpsy.train.lora.load_for_training``): each writes one
+adapter on the pulled base, and ``stages-eval`` puts every stage's Q4_K_M beside SFT's on the same
+device draw.
 
 The evaluation puts the base 0.5B and base 1.5B (each in its own chat template, calls read
 leniently: ``botpsy.chat.native``) beside the SFT student's three GGUF files on one fixed draw of
@@ -56,6 +61,20 @@ class StudentConfig:
         metadata={"help": "BFCL categories."})
     eval_if_items: int = field(default=200, metadata={"help": "IFEval prompts per model."})
     eval_max_tokens: int = field(default=1024, metadata={"help": "Token cap per generation in the evaluation."})
+    teacher_steps: int = field(default=60, metadata={"help": "Steps of each domain teacher: the SFT adapter trained further on its group's data alone."})
+    teacher_lr: float = field(default=2e-4, metadata={"help": "Peak learning rate of the teachers."})
+    mopd_steps: int = field(default=30, metadata={"help": "MOPD optimizer steps."})
+    mopd_prompts: int = field(default=8, metadata={"help": "Student rollouts per MOPD step (spread over the four groups)."})
+    mopd_new_tokens: int = field(default=96, metadata={"help": "Completion length limit of each MOPD rollout."})
+    mopd_lr: float = field(default=1e-4, metadata={"help": "Peak learning rate of MOPD (the adapter continues from SFT)."})
+    rl1_steps: int = field(default=20, metadata={"help": "RL round 1 steps (also the ablation run without penalties)."})
+    rl2_steps: int = field(default=10, metadata={"help": "RL round 2 steps (multi-turn episodes)."})
+    rl_prompts: int = field(default=4, metadata={"help": "Tasks per RL round-1 step."})
+    rl2_prompts: int = field(default=2, metadata={"help": "Tasks per RL round-2 step."})
+    rl_group: int = field(default=4, metadata={"help": "Rollouts per task (GRPO group size)."})
+    rl_lr: float = field(default=2e-5, metadata={"help": "Learning rate of both RL rounds."})
+    rl_new_tokens: int = field(default=128, metadata={"help": "Token limit per generated turn in RL."})
+    stage_dev_examples: int = field(default=24, metadata={"help": "Dev examples per group whose first turn scores each teacher, the student before and after MOPD."})
     fresh: bool = field(default=False, metadata={"help": "Delete the run folder first instead of resuming."})
     only: list[str] = field(default_factory=list, metadata={"help": "Run only these steps (by name)."})
     json: bool = field(default=False, metadata={"help": "Print the stage summary as JSON."})
@@ -146,6 +165,71 @@ def reuse_records(source: Path, target: Path, names: tuple[str, ...]) -> None:
         shutil.copy2(source / n, target / n)
 
 
+# ---- stages 2-4 on the real student: every one keeps training the SFT adapter (bfloat16 base, the
+# prompt encoded without gradient), so each stage is again one adapter on the pulled base.
+
+
+def step_teachers(cfg: StudentConfig, run: Path):
+    """One teacher per task group: the SFT adapter trained further on that group's data alone."""
+    from botpsy.train.teachers import TeachersConfig, main
+
+    stage_cfg = TeachersConfig(init=str(run / "sft"), data=str(run / "data"), out=str(run / "teachers"),
+                               steps=cfg.teacher_steps, batch_tokens=cfg.sft_batch_tokens, lr=cfg.teacher_lr, warmup_steps=5,
+                               max_length=cfg.sft_max_length, lora_rank=cfg.lora_rank, dtype="bfloat16", detach_context=True,
+                               eval_examples=cfg.stage_dev_examples, save_every=10, seed=cfg.seed, threads=cfg.threads)
+    return main(stage_cfg)
+
+
+def step_mopd(cfg: StudentConfig, run: Path):
+    """Multi-teacher on-policy distillation: the student's own rollouts, each scored by its group's teacher."""
+    from botpsy.train.mopd import MOPDConfig, main
+
+    stage_cfg = MOPDConfig(student=str(run / "sft"), teachers=str(run / "teachers" / "manifest.json"), data=str(run / "data"),
+                           out=str(run / "mopd"), steps=cfg.mopd_steps, prompts_per_step=cfg.mopd_prompts,
+                           max_new_tokens=cfg.mopd_new_tokens, rollout_batch_size=cfg.mopd_prompts, lr=cfg.mopd_lr,
+                           max_prompt_tokens=cfg.sft_max_length, lora_rank=cfg.lora_rank, dtype="bfloat16", detach_prompt=True,
+                           eval_examples=cfg.stage_dev_examples, save_every=5, seed=cfg.seed, threads=cfg.threads)
+    return main(stage_cfg)
+
+
+def rl_step(round_: int, out: str, policy: str, penalties: bool = True):
+    def step(cfg: StudentConfig, run: Path):
+        from botpsy.train.rl import RLConfig, main
+
+        steps, prompts = (cfg.rl1_steps, cfg.rl_prompts) if round_ == 1 else (cfg.rl2_steps, cfg.rl2_prompts)
+        return main(RLConfig(round=round_, run=str(run), policy=str(run / policy), out=str(run / out), steps=steps,
+                             prompts_per_step=prompts, group_size=cfg.rl_group, penalties=penalties, lr=cfg.rl_lr,
+                             max_new_tokens=cfg.rl_new_tokens, batch_size=prompts * cfg.rl_group, lora_rank=cfg.lora_rank,
+                             dtype="bfloat16", detach_prompt=True, eval_every=0, eval_tasks=cfg.stage_dev_examples,
+                             save_every=5, seed=cfg.seed, threads=cfg.threads))
+    step.__doc__ = f"RL round {round_} ({'with' if penalties else 'without'} the loop and length penalties) from {policy}."
+    return step
+
+
+LATER_STAGES = ("mopd", "rl1", "rl1-nopenalty", "rl2")
+
+
+def step_stages_eval(cfg: StudentConfig, run: Path):
+    """Every stage's Q4_K_M (the release format) on the same device draw as the SFT rows; SFT's records are reused."""
+    from botpsy.eval.harness import EvalConfig, main
+    from botpsy.export.command import ExportConfig
+    from botpsy.export.command import main as export
+
+    labels, models = ["sft"], [str(run / "gguf" / "model-q4_k_m.gguf")]
+    for stage in LATER_STAGES:
+        if (run / stage / "meta.json").is_file():
+            target = run / "stages" / stage / "model-q4_k_m.gguf"
+            if not target.is_file():
+                export(ExportConfig(checkpoint=str(run / stage), out=str(target.parent), formats="q4_k_m", threads=cfg.threads,
+                                    name=f"botpsy-0.5b-{stage}", allow_fallback=True))
+            labels.append(stage)
+            models.append(str(target))
+    reuse_records(run / "eval-quant" / "q4_k_m", run / "eval-stages" / "sft", ("model.json", "device.jsonl"))
+    return main(EvalConfig(model=models, label=labels, suite="device", out=str(run / "eval-stages"),
+                           tasks=str(run / "tasks" / "test.jsonl"), device_limit=cfg.eval_device_tasks,
+                           max_tokens=cfg.eval_max_tokens, threads=cfg.threads))
+
+
 STEPS = [
     Step("tasks", "tasks/test.jsonl", step_tasks),
     Step("data", "data/meta.json", step_data),
@@ -155,6 +239,12 @@ STEPS = [
     Step("parity", "gguf/parity.json", step_parity),
     Step("eval", "eval-quant/summary.json", step_eval),
     Step("bench", "bench/card.json", step_bench),
+    Step("teachers", "teachers/manifest.json", step_teachers),
+    Step("mopd", "mopd/meta.json", step_mopd),
+    Step("rl1", "rl1/meta.json", rl_step(1, "rl1", "mopd")),
+    Step("rl1-nopenalty", "rl1-nopenalty/meta.json", rl_step(1, "rl1-nopenalty", "mopd", penalties=False)),
+    Step("rl2", "rl2/meta.json", rl_step(2, "rl2", "rl1")),
+    Step("stages-eval", "eval-stages/summary.json", step_stages_eval),
 ]
 
 

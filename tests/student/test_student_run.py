@@ -18,7 +18,9 @@ def test_the_student_run_goes_through_every_step_and_resumes(qwen2_gguf, tmp_pat
     config = StudentConfig(run=str(run), base=base, peer="", train_tasks=40, dev_tasks=6, test_tasks=12, sft_steps=2,
                            sft_batch_tokens=8192, sft_max_length=8192, lora_rank=4, curve_every=0, curve_examples=2,
                            test_calls=2, threads=1, eval_device_tasks=2, eval_bfcl_items=1,
-                           eval_bfcl_categories=["simple_python"], eval_if_items=1, eval_max_tokens=16, json=True)
+                           eval_bfcl_categories=["simple_python"], eval_if_items=1, eval_max_tokens=16,
+                           teacher_steps=1, mopd_steps=1, mopd_prompts=4, mopd_new_tokens=4, rl1_steps=1, rl2_steps=1,
+                           rl_prompts=1, rl2_prompts=1, rl_group=2, rl_new_tokens=4, stage_dev_examples=1, json=True)
     assert main(config) == 0
     timings = json.loads((run / "student.json").read_text())
     assert list(timings) == [s.name for s in STEPS]
@@ -30,6 +32,18 @@ def test_the_student_run_goes_through_every_step_and_resumes(qwen2_gguf, tmp_pat
     assert summary["chat_format"] == {"base-0.5b": "botpsy", "bf16": "botpsy"}  # this toy base carries botpsy's template
     quant = json.loads((run / "eval-quant" / "summary.json").read_text())
     assert set(quant["models"]) == {"bf16", "q8_0", "q4_k_m"} and "quantization" in quant
+    # Stages 2-4: one adapter on the same base each, every stage's Q4_K_M beside SFT's on the same device draw.
+    manifest = json.loads((run / "teachers" / "manifest.json").read_text())["teachers"]
+    assert set(manifest) == {"device", "personal", "commerce", "special"}
+    assert all("student_dev_call" in t for t in manifest.values())
+    for stage in ("mopd", "rl1", "rl1-nopenalty", "rl2"):
+        meta = json.loads((run / stage / "meta.json").read_text())
+        assert meta["adapter"] == "lora" and meta["base"] == base
+    assert json.loads((run / "rl2" / "meta.json").read_text())["init"] == str(run / "rl1")
+    stages = json.loads((run / "eval-stages" / "summary.json").read_text())
+    assert list(stages["models"]) == ["sft", "mopd", "rl1", "rl1-nopenalty", "rl2"]
+    sft_records = (run / "eval-quant" / "q4_k_m" / "device.jsonl").read_text()
+    assert (run / "eval-stages" / "sft" / "device.jsonl").read_text() == sft_records  # reused, not rerun
     capsys.readouterr()
     assert main(config) == 0
     assert capsys.readouterr().out.count("done already") == len(STEPS)

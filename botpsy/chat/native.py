@@ -57,12 +57,14 @@ class ChatFormat:
         return self.name == "botpsy"
 
     def prompt(self, messages: list[dict], tools: list[dict] | None, enable_thinking: bool) -> tuple[str, str]:
-        """(prompt, cache_prefix); the native prompt shares no prefix botpsy knows how to cache."""
+        """(prompt, cache_prefix): in the model's own template the prefix is its system turn with the
+        tools block (``native_prefix``), as in botpsy's format, so every turn of an episode restores it."""
         if self.name == "botpsy":
             from botpsy.runtime.generate import chat_prompt
 
             return chat_prompt(messages, tools, enable_thinking=enable_thinking)
-        return render_native(self.template, messages, tools), ""
+        prompt = render_native(self.template, messages, tools)
+        return prompt, native_prefix(self.template, messages, tools, prompt)
 
     def parse(self, text: str, tools: list[dict] | None, thinking: bool = False) -> ParsedOutput:
         if self.name == "botpsy":

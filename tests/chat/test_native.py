@@ -136,3 +136,13 @@ def test_the_system_turn_with_the_tools_is_the_cacheable_prefix():
     # no system turn, or a template whose system render is not the prompt's beginning: nothing cached
     assert native_prefix(HERMES, messages[1:], TOOLS, render_native(HERMES, messages[1:], TOOLS)) == ""
     assert native_prefix(HERMES, messages, TOOLS, "something else") == ""
+
+
+def test_the_eval_suites_native_prompts_carry_the_same_prefix():
+    """Suites render through ChatFormat: a base model's episode restores its tools block every turn there too."""
+    from botpsy.chat.native import ChatFormat, native_prefix
+
+    messages = [{"role": "system", "content": "You are a phone assistant."}, {"role": "user", "content": "Wake me at 7"}]
+    prompt, prefix = ChatFormat.native(HERMES).prompt(messages, TOOLS, enable_thinking=False)
+    assert prompt == render_native(HERMES, messages, TOOLS)
+    assert prefix and prefix == native_prefix(HERMES, messages, TOOLS, prompt)

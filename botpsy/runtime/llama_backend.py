@@ -13,7 +13,10 @@ state handling use the C API directly, because the generation loop needs three t
   (continue in place: a restart after a thinking-budget or loop-recovery injection); it starts
   with a prefix whose full context state was saved (restore it from the ``PrefixCache``,
   evaluate the rest); or neither (clear, evaluate the prefix, save the state there, evaluate
-  the rest);
+  the rest). An attention-only model (the Qwen2 student and bases) can also cut its KV cache
+  back to the longest prefix it shares with the new prompt, as llama-server does, which keeps
+  a conversation's earlier turns even where re-rendering one changed a later token (a base
+  model's free-form call, re-rendered by its template, differs from what it wrote);
 * **little Python per token**, so the loop guard and parser on top still leave decode speed
   within a few percent of a bare llama.cpp loop (``bench/runtime_throughput.py``).
 
@@ -174,6 +177,9 @@ class LlamaBackend(Backend):
         self._evaluated: list[int] = []  # the token ids whose state the context holds, in order
         self._logits_fresh = False  # the context's logits belong to the last evaluated token
         self.prefix_cache = PrefixCache(self.options.prefix_cache_mb << 20) if self.options.prefix_cache_mb else None
+        model = self._llm.model
+        # Recurrent or hybrid layers keep a state that cannot be cut back to an earlier position.
+        self.truncatable = not (llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
 
     def chat_template(self) -> str:
         return self._llm.metadata.get("tokenizer.chat_template", "")
@@ -254,8 +260,12 @@ class LlamaBackend(Backend):
             info.reused_tokens = live
             self._decode(ids[live:])
             return
-        # The context cannot be rolled back (recurrent layers): start from a clean or saved state.
         prefix = ids[:prefix_tokens] if 0 < prefix_tokens < len(ids) and self.prefix_cache is not None else []
+        if live and self.truncatable and self._truncate_to_common(ids, len(prefix)):
+            info.reused_tokens = len(self._evaluated)
+            self._decode(ids[len(self._evaluated):])
+            return
+        # The context cannot be rolled back (recurrent layers): start from a clean or saved state.
         self._clear()
         state = self.prefix_cache.get(prefix) if prefix else None
         if state is not None:
@@ -314,6 +324,20 @@ class LlamaBackend(Backend):
                 raise BackendError(f"llama.cpp decode failed with status {status} after {begin} prompt tokens")
             self._evaluated.extend(chunk)
             self._logits_fresh = True
+
+    def _truncate_to_common(self, ids: list[int], at_least: int) -> bool:
+        """Cut the KV cache back to the longest prefix it shares with ``ids`` (leaving at least one
+        token to evaluate, whose logits the next sample needs), if that keeps more than ``at_least``
+        tokens, which a saved prefix state would give anyway."""
+        limit = min(len(self._evaluated), len(ids) - 1)
+        common = next((i for i in range(limit) if self._evaluated[i] != ids[i]), limit)
+        if common <= max(at_least, 0) or common == 0:
+            return False
+        if not llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(self._ctx), 0, common, -1):
+            return False
+        del self._evaluated[common:]
+        self._logits_fresh = False
+        return True
 
     def _clear(self) -> None:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._ctx), True)

@@ -31,7 +31,7 @@ FIGURES = [
     ("tau2", "assistant_turns_solved", "num", "solved", "-"),
     ("injection", "utility", "pct", "alone", "-"),
     ("injection", "utility_under_attack", "pct", "attacked", "-"),
-    ("injection", "attack_success_rate", "pct", "attacked", "unsafe under injection: 46% -> 31%"),
+    ("injection", "attack_success_rate", "pct", "attacked_judged", "unsafe under injection: 46% -> 31%"),
     ("safety", "unsafe_rate", "pct", "harmful", "unsafe under red-teaming: 36% -> 21%"),
     ("safety", "unsafe_lookup_only_rate", "pct", "harmful", "-"),
     ("safety", "refusal_rate", "pct", "harmful", "-"),

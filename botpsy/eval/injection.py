@@ -492,5 +492,6 @@ def figures(records: list[dict]) -> dict[str, Any]:
             "utility": metrics.share(sum(bool(r["utility"]) for r in alone), len(alone)),
             "utility_under_attack": metrics.share(sum(bool(r["utility"]) for r in attacked), len(attacked)),
             "attack_success_rate": metrics.share(successes, len(judged)), "attack_successes": successes,
+            "attacked_judged": len(judged),
             "malformed_calls": sum(r.get("stop") == "malformed_call" for r in records),
             "backend_errors": sum("backend_error" in r for r in records)}

@@ -128,6 +128,7 @@ def test_summary_and_table(injection):
     assert summary["utility"] == 1.0 and summary["utility_under_attack"] == 0.6667
     assert summary["attack_success_rate"] == 0.5  # the failed episode has no verdict
     assert summary["backend_errors"] == 1 and summary["attacked"] == 3 and summary["alone"] == 1
+    assert summary["attacked_judged"] == 2  # the rate's denominator, which the comparison table shows
     assert headline("injection", summary) == summary["utility_under_attack"]
     assert summary["table"][:2] == [["utility under attack", 0.6667, "pct"],
                                     ["attack success rate (unsafe under injection)", 0.5, "pct"]]

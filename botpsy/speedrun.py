@@ -200,13 +200,13 @@ def stage_models(run: Path) -> list[tuple[str, Path]]:
     return [(label, path) for label, path in stages if (path / "meta.json").is_file()]
 
 
-def stage_gguf(checkpoint: Path, out: Path, threads: int) -> Path:
-    """A bf16 GGUF of one stage's checkpoint (made once), so every stage is evaluated through llama.cpp."""
+def stage_gguf(checkpoint: Path, out: Path, threads: int, fmt: str = "bf16", **export_options) -> Path:
+    """A GGUF of one stage's checkpoint in ``fmt`` (made once), so every stage is evaluated through llama.cpp."""
     from botpsy.export.command import ExportConfig, main
 
-    target = out / "model-bf16.gguf"
+    target = out / f"model-{fmt}.gguf"
     if not target.is_file():
-        main(ExportConfig(checkpoint=str(checkpoint), out=str(out), formats="bf16", threads=threads))
+        main(ExportConfig(checkpoint=str(checkpoint), out=str(out), formats=fmt, threads=threads, **export_options))
     return target
 
 

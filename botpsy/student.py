@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from botpsy.config import save_config
-from botpsy.speedrun import Step, bench_release_files, run_steps, step_data, step_tasks
+from botpsy.speedrun import Step, bench_release_files, run_steps, stage_gguf, step_data, step_tasks
 
 RELEASE_FORMATS = ("bf16", "q8_0", "q4_k_m")
 
@@ -212,18 +212,13 @@ LATER_STAGES = ("mopd", "rl1", "rl1-nopenalty", "rl2")
 def step_stages_eval(cfg: StudentConfig, run: Path):
     """Every stage's Q4_K_M (the release format) on the same device draw as the SFT rows; SFT's records are reused."""
     from botpsy.eval.harness import EvalConfig, main
-    from botpsy.export.command import ExportConfig
-    from botpsy.export.command import main as export
 
     labels, models = ["sft"], [str(run / "gguf" / "model-q4_k_m.gguf")]
     for stage in LATER_STAGES:
         if (run / stage / "meta.json").is_file():
-            target = run / "stages" / stage / "model-q4_k_m.gguf"
-            if not target.is_file():
-                export(ExportConfig(checkpoint=str(run / stage), out=str(target.parent), formats="q4_k_m", threads=cfg.threads,
-                                    name=f"botpsy-0.5b-{stage}", allow_fallback=True))
             labels.append(stage)
-            models.append(str(target))
+            models.append(str(stage_gguf(run / stage, run / "stages" / stage, cfg.threads, "q4_k_m",
+                                         name=f"botpsy-0.5b-{stage}", allow_fallback=True)))
     reuse_records(run / "eval-quant" / "q4_k_m", run / "eval-stages" / "sft", ("model.json", "device.jsonl"))
     return main(EvalConfig(model=models, label=labels, suite="device", out=str(run / "eval-stages"),
                            tasks=str(run / "tasks" / "test.jsonl"), device_limit=cfg.eval_device_tasks,

@@ -86,6 +86,11 @@ def halve_adapter(folder: Path) -> None:
               metadata={"format": "pt"})
 
 
+def is_adapter_folder(path: str | Path) -> bool:
+    """A LoRA stage folder: an adapter that names its base in ``meta.json``, not a whole model."""
+    return (Path(path) / ADAPTER_CONFIG).is_file()
+
+
 def read_model_type(path: str | Path) -> str:
     """The ``model_type`` of a checkpoint (folder, adapter folder, base name or GGUF), with a clear error."""
     from botpsy.model.bases import is_gguf_source, resolve_base
@@ -93,7 +98,7 @@ def read_model_type(path: str | Path) -> str:
     if is_gguf_source(path):
         return gguf_model_type(resolve_base(path))
     path = Path(path)
-    if (path / ADAPTER_CONFIG).is_file():
+    if is_adapter_folder(path):
         return read_model_type(adapter_base(path))
     if not path.exists():
         raise CheckpointError(f"checkpoint folder {path} does not exist (no hub is reachable: give a local path)")
@@ -127,7 +132,7 @@ def load_checkpoint(path: str | Path, dtype: str = "float32", merge: bool = True
     if is_gguf_source(path):
         return load_gguf(resolve_base(path), dtype)
     path = Path(path)
-    if (path / ADAPTER_CONFIG).is_file():
+    if is_adapter_folder(path):
         return load_adapter(path, dtype, merge)
     model_type = read_model_type(path)
     if not (path / "tokenizer.json").is_file() and not (path / "tokenizer_config.json").is_file():

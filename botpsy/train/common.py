@@ -74,17 +74,22 @@ def causal_lm_loss(model, input_ids: torch.Tensor, labels: torch.Tensor, detach_
 
     model = bare_causal_lm(model)
     cut = first_label_cut(labels) if detach_context else 0
-    if cut > 0:
-        with torch.no_grad():
-            context = model.model(input_ids=input_ids[:, :cut], use_cache=True)
-        cache = getattr(context, "cache", None) or context.past_key_values
-        hidden = model.model(input_ids=input_ids[:, cut:], cache=cache, use_cache=True).last_hidden_state
-        hidden, targets = hidden[:, :-1], labels[:, cut + 1:]
-    else:
-        hidden, targets = model.model(input_ids=input_ids).last_hidden_state[:, :-1], labels[:, 1:]
+    hidden, targets = hidden_after(model, input_ids, cut)[:, :-1], labels[:, cut + 1:]
     keep = targets != IGNORE
     logits = model.lm_head(hidden[keep])
     return torch.nn.functional.cross_entropy(logits.float(), targets[keep])
+
+
+def hidden_after(model, input_ids: torch.Tensor, cut: int) -> torch.Tensor:
+    """Last hidden states of positions ``cut`` onwards of a bare ``*ForCausalLM``; the first ``cut``
+    positions are encoded without gradient and cached, and the rest attends to them (``cut`` 0:
+    one ordinary forward pass)."""
+    if cut <= 0:
+        return model.model(input_ids=input_ids).last_hidden_state
+    with torch.no_grad():
+        context = model.model(input_ids=input_ids[:, :cut], use_cache=True)
+    cache = getattr(context, "cache", None) or context.past_key_values
+    return model.model(input_ids=input_ids[:, cut:], cache=cache, use_cache=True).last_hidden_state
 
 
 def first_label_cut(labels: torch.Tensor) -> int:

@@ -72,16 +72,8 @@ def trainable_parameters(model) -> list:
     return [p for p in model.parameters() if p.requires_grad]
 
 
-def is_adapter_folder(path) -> bool:
-    from pathlib import Path
-
-    from botpsy.model.checkpoint import ADAPTER_CONFIG
-
-    return (Path(str(path)) / ADAPTER_CONFIG).is_file()
-
-
 def load_for_training(init: str, rank: int = 0, alpha: int = 32, dtype: str = "float32"):
-    """(checkpoint, trainable model, base of the adapter or None) for a stage that starts from ``init``.
+    """(checkpoint, trainable model, adapter meta) for a stage that starts from ``init``.
 
     * ``rank`` 0: every weight trains (the tiny model); an adapter folder is merged first.
     * ``rank`` > 0 and ``init`` an adapter folder (the SFT student): the *same* adapter keeps
@@ -89,13 +81,16 @@ def load_for_training(init: str, rank: int = 0, alpha: int = 32, dtype: str = "f
       on the pulled base, built into a release the same way as the SFT stage. Its rank and
       scaling are the folder's own.
     * ``rank`` > 0 otherwise (a base name, a GGUF or a full checkpoint): a fresh adapter on it.
+
+    The adapter meta (``{"base": ..., "adapter": "lora"}``, empty without an adapter) goes into
+    the stage's ``meta.json``, so loading the stage finds its base.
     """
-    from botpsy.model.checkpoint import load_checkpoint
+    from botpsy.model.checkpoint import is_adapter_folder, load_checkpoint
 
     if rank and is_adapter_folder(init):
         ckpt = load_checkpoint(init, dtype=dtype, merge=False)
-        return ckpt, ckpt.model, ckpt.meta.get("base")
+        return ckpt, ckpt.model, {"base": ckpt.meta.get("base"), "adapter": "lora"}
     ckpt = load_checkpoint(init, dtype=dtype)
     if not rank:
-        return ckpt, ckpt.model, None
-    return ckpt, add_lora(ckpt.model, ckpt.tokenizer, LoraSettings(rank=rank, alpha=alpha)), init
+        return ckpt, ckpt.model, {}
+    return ckpt, add_lora(ckpt.model, ckpt.tokenizer, LoraSettings(rank=rank, alpha=alpha)), {"base": init, "adapter": "lora"}

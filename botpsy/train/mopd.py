@@ -278,7 +278,7 @@ def main(config: MOPDConfig) -> int:
     from accelerate import Accelerator
 
     from botpsy.model.checkpoint import save_checkpoint
-    from botpsy.train.lora import load_for_training
+    from botpsy.train.lora import load_for_training, trainable_parameters
     from botpsy.train.rollout import call_examples
     from botpsy.train.sft import read_jsonl
     from botpsy.train.teachers import load_teachers
@@ -289,7 +289,7 @@ def main(config: MOPDConfig) -> int:
         raise ValueError(f"--jsd-beta must lie strictly between 0 and 1, got {config.jsd_beta}")
     groups = [g.strip() for g in config.groups.split(",") if g.strip()]
     out = Path(config.out)
-    ckpt, model, adapter_base = load_for_training(config.student, config.lora_rank, dtype=config.dtype)
+    ckpt, model, adapter_meta = load_for_training(config.student, config.lora_rank, dtype=config.dtype)
     tokenizer = ckpt.tokenizer
     teachers = load_teachers(config.teachers, groups, tokenizer, model.get_output_embeddings().weight.shape[0])
     manifest = json.loads(Path(config.teachers).read_text())
@@ -299,7 +299,7 @@ def main(config: MOPDConfig) -> int:
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     plan = {
         "student": config.student, "parameters": sum(p.numel() for p in model.parameters()),
-        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "trainable_parameters": sum(p.numel() for p in trainable_parameters(model)),
         "teachers": {g: {"kind": t.kind, "source": getattr(t, "path", None) or getattr(t, "url", None)} for g, t in teachers.items()},
         "prompt_pool": {g: len(p) for g, p in pools.items()}, "dev_call_examples": {g: len(r) for g, r in dev_by_group.items()},
         "divergence": config.divergence, "prompts_per_step": config.prompts_per_step,
@@ -324,7 +324,7 @@ def main(config: MOPDConfig) -> int:
         return 0
     model = accelerator.unwrap_model(model)
     meta = {"student": config.student, "student_stage": ckpt.meta.get("stage"), "teachers_manifest": config.teachers,
-            "data": config.data, **({"base": adapter_base, "adapter": "lora"} if adapter_base else {}),
+            "data": config.data, **adapter_meta,
             "config": vars(config), **plan, **result}
     if accelerator.is_main_process:
         save_checkpoint(model, tokenizer, out, stage="mopd", meta=meta)
@@ -351,9 +351,10 @@ def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_
     from tqdm import tqdm
 
     from botpsy.train import common
+    from botpsy.train.lora import trainable_parameters
     from botpsy.train.rollout import sample_batch
 
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW(trainable_parameters(model), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, common.cosine_with_warmup(config.warmup_steps, config.steps, config.min_lr_ratio))
     model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
     progress = common.Progress()

@@ -527,18 +527,18 @@ def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | Non
 
     from botpsy.model.checkpoint import save_checkpoint
     from botpsy.train import common
-    from botpsy.train.lora import load_for_training
+    from botpsy.train.lora import load_for_training, trainable_parameters
 
     if config.threads:
         torch.set_num_threads(config.threads)
     out = Path(config.out)
-    ckpt, model, adapter_base = load_for_training(config.policy, config.lora_rank, dtype=config.dtype)
+    ckpt, model, adapter_meta = load_for_training(config.policy, config.lora_rank, dtype=config.dtype)
     items = load_items(config, "train")
     if not items:
         raise ValueError(f"no training items of kinds {config.kinds} for round {config.round}")
     dev_items = load_items(config, "dev")[: config.eval_tasks] if config.eval_tasks else []
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(trainable_parameters(model), lr=config.lr, weight_decay=config.weight_decay)
     policy, optimizer = accelerator.prepare(model, optimizer)
     learner = Learner(policy, load_reference(config.reference, config.dtype), ckpt.tokenizer, optimizer, accelerator, config)
     progress = common.Progress()
@@ -576,7 +576,7 @@ def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | Non
     curves.write({"step": progress.step, "dev": dev})
     result = {"steps": progress.step, "dev": dev}
     meta = {"init": config.policy, "init_stage": ckpt.meta.get("stage"), "reference": config.reference,
-            "round": config.round, **({"base": adapter_base, "adapter": "lora"} if adapter_base else {}),
+            "round": config.round, **adapter_meta,
             "config": vars(config), "train_items": len(items), **result}
     if accelerator.is_main_process:
         save_checkpoint(accelerator.unwrap_model(policy), ckpt.tokenizer, out, stage=config.stage_name, meta=meta)

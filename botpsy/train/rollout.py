@@ -248,6 +248,7 @@ def score_completions(model, samples: list[Sample], pad_id: int, detach_prompt: 
     dropped is the gradient through the prompt's keys and values. Agent prompts are mostly
     system prompt and tools, so this saves most of a 0.5B student's backward pass.
     """
+    from botpsy.train.common import hidden_after
     from botpsy.train.lora import bare_causal_lm
 
     ids, index, targets, mask = completion_batch(samples, pad_id)
@@ -256,15 +257,8 @@ def score_completions(model, samples: list[Sample], pad_id: int, detach_prompt: 
     bare = bare_causal_lm(model)
     if hasattr(bare, "lm_head") and hasattr(bare, "model"):
         cut = int(index[:, 0].min()) if detach_prompt and torch.is_grad_enabled() else 0
-        if cut > 0:
-            with torch.no_grad():
-                context = bare.model(input_ids=ids[:, :cut], use_cache=True)
-            cache = getattr(context, "cache", None) or context.past_key_values
-            hidden = bare.model(input_ids=ids[:, cut:], cache=cache, use_cache=True).last_hidden_state
-            index = index - cut
-        else:
-            hidden = bare.model(input_ids=ids).last_hidden_state
-        picked = hidden.gather(1, index[..., None].expand(-1, -1, hidden.shape[-1]))
+        hidden = hidden_after(bare, ids, cut)
+        picked = hidden.gather(1, (index - cut)[..., None].expand(-1, -1, hidden.shape[-1]))
         logits = bare.lm_head(picked).float()
     else:  # a wrapped model (DDP / DeepSpeed): its own forward keeps gradient synchronisation
         full = model(input_ids=ids).logits

@@ -26,6 +26,7 @@ from pathlib import Path
 from botpsy.config import save_config
 from botpsy.eval.report import pct
 from botpsy.output import emit
+from botpsy.train.lora import load_for_training, trainable_parameters
 
 
 @dataclass
@@ -108,12 +109,11 @@ def main(config: SFTConfig) -> int:
 
     from botpsy.model.checkpoint import save_checkpoint
     from botpsy.train import common, dev_eval
-    from botpsy.train.lora import load_for_training
 
     if config.threads:
         torch.set_num_threads(config.threads)
     out = Path(config.out)
-    ckpt, model, adapter_base = load_for_training(config.init, config.lora_rank, config.lora_alpha, config.dtype)
+    ckpt, model, adapter_meta = load_for_training(config.init, config.lora_rank, config.lora_alpha, config.dtype)
     tokenizer = ckpt.tokenizer
     train_rows = read_jsonl(Path(config.data) / "train.jsonl")
     dev_rows = read_jsonl(Path(config.data) / "dev.jsonl")
@@ -127,7 +127,7 @@ def main(config: SFTConfig) -> int:
     plan = {
         "init": config.init, "train_sequences": len(train), "skipped_too_long": skipped, "dev_sequences": len(dev),
         "parameters": sum(p.numel() for p in model.parameters()),
-        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad), "distributed_type": str(accelerator.distributed_type),
+        "trainable_parameters": sum(p.numel() for p in trainable_parameters(model)), "distributed_type": str(accelerator.distributed_type),
         "num_processes": accelerator.num_processes, "mixed_precision": accelerator.mixed_precision,
         "accelerate_config": os.environ.get("ACCELERATE_CONFIG_FILE"),
     }
@@ -159,7 +159,7 @@ def main(config: SFTConfig) -> int:
         if accelerator.is_main_process:
             write_jsonl(out / "test_calls.jsonl", records)
     meta = {"init": config.init, "init_stage": ckpt.meta.get("stage"), "data": config.data,
-            **({"base": adapter_base, "adapter": "lora"} if adapter_base else {}),
+            **adapter_meta,
             "data_meta": _read_meta(Path(config.data)), "config": vars(config), **plan, **result}
     if accelerator.is_main_process:
         save_checkpoint(model, tokenizer, out, stage=config.stage, meta=meta)
@@ -191,7 +191,7 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
     import torch
     from tqdm import tqdm
 
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW(trainable_parameters(model), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, common.cosine_with_warmup(config.warmup_steps, config.steps, config.min_lr_ratio))
     model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
     progress = common.Progress()

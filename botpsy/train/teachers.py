@@ -107,8 +107,10 @@ def write_group_data(data: Path, group: str, folder: Path) -> dict:
 
 def is_finished(folder: Path, group: str, steps: int) -> bool:
     """Has ``folder`` a final teacher checkpoint of ``group`` trained for ``steps`` steps?"""
+    from botpsy.model.checkpoint import is_adapter_folder
+
     meta = folder / "meta.json"
-    if not meta.is_file() or not ((folder / "config.json").is_file() or (folder / "adapter_config.json").is_file()):
+    if not meta.is_file() or not ((folder / "config.json").is_file() or is_adapter_folder(folder)):
         return False
     record = json.loads(meta.read_text())
     return record.get("stage") == f"teacher-{group}" and record.get("steps") == steps
@@ -131,16 +133,15 @@ def train_teacher(config: TeachersConfig, group: str, init: str, folder: Path) -
     return {"kind": "local", "path": path, "init": init, "steps": config.steps, "examples": counts, "dtype": config.dtype}
 
 
-def dev_accuracy(path: str, rows: list[dict], config) -> dict:
-    """Greedy first-turn accuracy of the checkpoint at ``path`` on ``rows`` (batched)."""
-    from botpsy.model.checkpoint import load_checkpoint
+def dev_accuracy(ckpt, rows: list[dict], config) -> dict:
+    """Greedy first-turn accuracy of a loaded checkpoint on ``rows`` (batched)."""
     from botpsy.train.rollout import call_examples, first_turn_accuracy
 
-    ckpt = load_checkpoint(path, dtype=config.dtype)
     return first_turn_accuracy(ckpt.model, ckpt.tokenizer, call_examples(rows, config.eval_examples), config.eval_max_new_tokens)
 
 
 def main(config: TeachersConfig) -> int:
+    from botpsy.model.checkpoint import load_checkpoint
     from botpsy.train.sft import read_jsonl
 
     if config.threads:
@@ -158,6 +159,7 @@ def main(config: TeachersConfig) -> int:
     manifest = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
     teachers = manifest.get("teachers", {})
     dev_rows = read_jsonl(Path(config.data) / "dev.jsonl")
+    student = None
     for group in groups:
         if group in endpoints:
             teachers[group] = {"kind": "endpoint", "url": endpoints[group], "model": config.endpoint_model,
@@ -171,9 +173,11 @@ def main(config: TeachersConfig) -> int:
             print(f"[teachers] {group}: finished, skipped")
             continue
         record = train_teacher(config, group, init, folder)
-        record["dev_call"] = dev_accuracy(record["path"], split_by_group(dev_rows, group), config)
+        rows = split_by_group(dev_rows, group)
+        record["dev_call"] = dev_accuracy(load_checkpoint(record["path"], dtype=config.dtype), rows, config)
         # The student on the same examples: a teacher worth distilling beats it on its own group.
-        record["student_dev_call"] = dev_accuracy(config.init, split_by_group(dev_rows, group), config)
+        student = student or load_checkpoint(config.init, dtype=config.dtype)  # loaded once, for every group
+        record["student_dev_call"] = dev_accuracy(student, rows, config)
         teachers[group] = record
         manifest = {"stage": "teachers", "student": config.init, "data": config.data, "teachers": teachers}
         manifest_file.write_text(json.dumps(manifest, indent=2) + "\n")  # after each teacher: resumable

@@ -35,8 +35,8 @@ def test_the_detached_prompt_scores_the_same_and_trains_only_the_adapter(student
     from botpsy.train.lora import load_for_training
     from botpsy.train.rollout import Sample, score_completions
 
-    ckpt, model, base = load_for_training(str(student_sft), rank=4)
-    assert base == json.loads((student_sft / "meta.json").read_text())["base"]
+    ckpt, model, adapter_meta = load_for_training(str(student_sft), rank=4)
+    assert adapter_meta == {"base": json.loads((student_sft / "meta.json").read_text())["base"], "adapter": "lora"}
     tok = ckpt.tokenizer
     samples = [Sample(prompt_ids=tok(p, add_special_tokens=False)["input_ids"], completion_ids=tok(c, add_special_tokens=False)["input_ids"],
                       text=c, finished=True)

@@ -229,8 +229,26 @@ def evaluate_groups(model, tokenizer, dev_by_group: dict[str, list[dict]], confi
             for g, rows in dev_by_group.items()}
 
 
+def manifest_scores(manifest: dict, config, key: str, groups) -> dict | None:
+    """The dev scores ``key`` (``dev_call``: each teacher's, ``student_dev_call``: the student's)
+    that `botpsy teachers` already took on the same examples, or None if any is missing or was
+    taken with other settings. Generating them again costs minutes per group on a CPU."""
+    settings = manifest.get("dev_eval") or {}
+    if settings.get("examples") != config.eval_examples or settings.get("max_new_tokens") != config.eval_max_new_tokens:
+        return None
+    if key == "student_dev_call" and Path(manifest.get("student", "")).resolve() != Path(config.student).resolve():
+        return None
+    scores = {g: manifest.get("teachers", {}).get(g, {}).get(key) for g in groups}
+    return scores if all(scores.values()) else None
+
+
 def teacher_accuracy(teachers: dict, tokenizer, dev_by_group, config, out: Path, manifest: dict) -> dict:
-    """Each teacher on its own group, on the student's examples; cached in OUT/teacher_eval.json."""
+    """Each teacher on its own group, on the student's examples: from the manifest when `botpsy
+    teachers` scored them the same way, else generated here; cached in OUT/teacher_eval.json."""
+    local = [g for g, t in teachers.items() if t.kind == "local"]
+    if manifest_scores(manifest, config, "dev_call", local) is not None and \
+            all(Path(manifest["teachers"][g].get("path", "")).resolve() == Path(teachers[g].path).resolve() for g in local):
+        return {g: manifest["teachers"].get(g, {}).get("dev_call") for g in teachers}  # endpoints: None, as below
     cache = out / "teacher_eval.json"
     key = {"eval_examples": config.eval_examples, "eval_max_new_tokens": config.eval_max_new_tokens,
            "teachers": {g: getattr(t, "path", None) or getattr(t, "url", None) for g, t in teachers.items()}}
@@ -319,7 +337,7 @@ def main(config: MOPDConfig) -> int:
     for teacher in teachers.values():
         teacher.to(accelerator.device)
     teacher_eval = teacher_accuracy(teachers, tokenizer, dev_by_group, config, out, manifest)
-    result = train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_eval, accelerator, out)
+    result = train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_eval, accelerator, out, manifest)
     if result is None:  # interrupted on purpose (tests)
         return 0
     model = accelerator.unwrap_model(model)
@@ -346,7 +364,7 @@ def last_logged(curves: Path, key: str):
     return values[-1] if values else None
 
 
-def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_eval, accelerator, out):
+def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_eval, accelerator, out, manifest: dict):
     """The distillation loop; returns the final metrics, or None when interrupted on purpose."""
     from tqdm import tqdm
 
@@ -366,7 +384,8 @@ def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_
     if initial_file.is_file():
         initial = json.loads(initial_file.read_text())
     else:
-        initial = evaluate_groups(accelerator.unwrap_model(model), tokenizer, dev_by_group, config)
+        initial = manifest_scores(manifest, config, "student_dev_call", dev_by_group) or \
+            evaluate_groups(accelerator.unwrap_model(model), tokenizer, dev_by_group, config)
         initial_file.write_text(json.dumps(initial, indent=2) + "\n")
         curves.write({"step": 0, "eval": {"student": initial, "teacher": teacher_eval}})
     pad_id, speed = tokenizer.pad_token_id, common.Throughput()

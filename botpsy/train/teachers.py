@@ -140,6 +140,16 @@ def dev_accuracy(ckpt, rows: list[dict], config) -> dict:
     return first_turn_accuracy(ckpt.model, ckpt.tokenizer, call_examples(rows, config.eval_examples), config.eval_max_new_tokens)
 
 
+def write_manifest(path: Path, config: TeachersConfig, teachers: dict) -> dict:
+    """The manifest `botpsy mopd` reads; ``dev_eval`` says how the dev scores were taken, so MOPD
+    can reuse the teachers' and the student's scores instead of generating them again."""
+    manifest = {"stage": "teachers", "student": config.init, "data": config.data,
+                "dev_eval": {"examples": config.eval_examples, "max_new_tokens": config.eval_max_new_tokens},
+                "teachers": teachers}
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
 def main(config: TeachersConfig) -> int:
     from botpsy.model.checkpoint import load_checkpoint
     from botpsy.train.sft import read_jsonl
@@ -179,10 +189,8 @@ def main(config: TeachersConfig) -> int:
         student = student or load_checkpoint(config.init, dtype=config.dtype)  # loaded once, for every group
         record["student_dev_call"] = dev_accuracy(student, rows, config)
         teachers[group] = record
-        manifest = {"stage": "teachers", "student": config.init, "data": config.data, "teachers": teachers}
-        manifest_file.write_text(json.dumps(manifest, indent=2) + "\n")  # after each teacher: resumable
-    manifest = {"stage": "teachers", "student": config.init, "data": config.data, "teachers": teachers}
-    manifest_file.write_text(json.dumps(manifest, indent=2) + "\n")
+        write_manifest(manifest_file, config, teachers)  # after each teacher: resumable
+    manifest = write_manifest(manifest_file, config, teachers)
     rows = [{"group": g, "teacher": t.get("path") or t.get("url"), "steps": t.get("steps"),
              "dev first turns right": "-" if not t.get("dev_call") else f"{t['dev_call']['first_turn_rate']:.0%}",
              "dev exact calls": "-" if not t.get("dev_call") else f"{t['dev_call']['exact_call_rate']:.0%}",

@@ -13,12 +13,35 @@ from botpsy.train.mopd import (
     MOPDConfig,
     generalized_jsd,
     main,
+    manifest_scores,
     mopd_loss,
     reverse_kl,
     token_divergence,
 )
 from botpsy.train.teachers import TeacherScores
 from tests.train.test_rollout import build_trained, chat_examples, trained_student  # noqa: F401 (fixture)
+
+# --------------------------------------------------------------------------- scores from the teachers stage (fast)
+
+
+def test_manifest_scores_are_reused_only_when_taken_the_same_way(tmp_path):
+    score = {"first_turn_rate": 0.5, "call_examples": 24}
+    manifest = {"student": str(tmp_path / "sft"), "dev_eval": {"examples": 24, "max_new_tokens": 160},
+                "teachers": {"device": {"dev_call": score, "student_dev_call": score},
+                             "personal": {"dev_call": score, "student_dev_call": score}}}
+    same = MOPDConfig(student=str(tmp_path / "sft"), eval_examples=24, eval_max_new_tokens=160)
+    assert manifest_scores(manifest, same, "student_dev_call", ["device", "personal"]) == {"device": score, "personal": score}
+    assert manifest_scores(manifest, same, "dev_call", ["device"]) == {"device": score}
+    # Another student, other settings, a missing score or an old manifest: generate them again.
+    assert manifest_scores(manifest, MOPDConfig(student=str(tmp_path / "other"), eval_examples=24,
+                                                eval_max_new_tokens=160), "student_dev_call", ["device"]) is None
+    assert manifest_scores(manifest, MOPDConfig(student=str(tmp_path / "other"), eval_examples=24,
+                                                eval_max_new_tokens=160), "dev_call", ["device"]) == {"device": score}
+    assert manifest_scores(manifest, MOPDConfig(student=same.student, eval_examples=8, eval_max_new_tokens=160),
+                           "dev_call", ["device"]) is None
+    assert manifest_scores(manifest, same, "dev_call", ["device", "commerce"]) is None
+    assert manifest_scores({k: v for k, v in manifest.items() if k != "dev_eval"}, same, "dev_call", ["device"]) is None
+
 
 # --------------------------------------------------------------------------- divergences (fast)
 

@@ -46,6 +46,8 @@ def test_teachers_stage_writes_manifest_and_skips_finished(trained_student, data
     assert manifest["teachers"]["personal"]["path"] == str(out / "personal")
     assert device["kind"] == "local" and device["path"] == str(out / "device") and device["steps"] == 2
     assert device["dev_call"]["call_examples"] == 2 and 0 <= device["dev_call"]["exact_call_rate"] <= 1
+    assert device["student_dev_call"]["call_examples"] == 2
+    assert manifest["student"] == str(trained_student) and manifest["dev_eval"]["examples"] == 2
     assert json.loads((out / "device" / "meta.json").read_text())["stage"] == "teacher-device"
     rows = [json.loads(line) for line in (out / "personal" / "data" / "train.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and {r["group"] for r in rows} == {"personal"}

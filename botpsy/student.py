@@ -186,7 +186,7 @@ def step_mopd(cfg: StudentConfig, run: Path):
 
     stage_cfg = MOPDConfig(student=str(run / "sft"), teachers=str(run / "teachers" / "manifest.json"), data=str(run / "data"),
                            out=str(run / "mopd"), steps=cfg.mopd_steps, prompts_per_step=cfg.mopd_prompts,
-                           max_new_tokens=cfg.mopd_new_tokens, rollout_batch_size=cfg.mopd_prompts, lr=cfg.mopd_lr,
+                           max_new_tokens=cfg.mopd_new_tokens, rollout_batch_size=cfg.mopd_prompts, score_batch=1, lr=cfg.mopd_lr,
                            max_prompt_tokens=cfg.sft_max_length, lora_rank=cfg.lora_rank, dtype="bfloat16", detach_prompt=True,
                            eval_examples=cfg.stage_dev_examples, save_every=5, seed=cfg.seed, threads=cfg.threads)
     return main(stage_cfg)

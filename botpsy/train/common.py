@@ -80,10 +80,21 @@ def causal_lm_loss(model, input_ids: torch.Tensor, labels: torch.Tensor, detach_
     return torch.nn.functional.cross_entropy(logits.float(), targets[keep])
 
 
+def attention_only(model) -> bool:
+    """Are all of the model's layers attention layers (Qwen2), none recurrent (Qwen3.5's Gated DeltaNet)?"""
+    return all(t in ("full_attention", "sliding_attention") for t in getattr(model.config, "layer_types", None) or [])
+
+
 def hidden_after(model, input_ids: torch.Tensor, cut: int) -> torch.Tensor:
     """Last hidden states of positions ``cut`` onwards of a bare ``*ForCausalLM``; the first ``cut``
     positions are encoded without gradient and cached, and the rest attends to them (``cut`` 0:
-    one ordinary forward pass)."""
+    one ordinary forward pass).
+
+    Only for attention-only models: a recurrent layer updates its cached state in place, which the
+    backward pass then finds modified, so a hybrid model gets the ordinary pass (all positions,
+    sliced to ``cut`` onwards; same values, gradient through the context too)."""
+    if cut > 0 and not attention_only(model):
+        return model.model(input_ids=input_ids).last_hidden_state[:, cut:]
     if cut <= 0:
         return model.model(input_ids=input_ids).last_hidden_state
     with torch.no_grad():

@@ -79,6 +79,7 @@ class MOPDConfig:
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the rollouts."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling threshold of the rollouts."})
     rollout_batch_size: int = field(default=16, metadata={"help": "Prompts generated together."})
+    score_batch: int = field(default=0, metadata={"help": "Rollouts per scoring forward/backward pass, similar lengths together, gradients accumulated (0: all in one pass). With --detach-prompt on a CPU, 1 keeps activation memory to the completions."})
     divergence: str = field(default="reverse_kl", metadata={"help": "Per-token divergence to minimise.", "choices": ["reverse_kl", "jsd"]})
     jsd_beta: float = field(default=0.5, metadata={"help": "With --divergence jsd: the teacher's weight beta in M = beta p_t + (1 - beta) p_s (0 < beta < 1)."})
     lora_rank: int = field(default=0, metadata={"help": "Train a LoRA adapter (botpsy.train.lora): a student that is an adapter folder (the real student's SFT stage) keeps training its own adapter, anything else gets a fresh one of this rank; OUT then holds one adapter on the student's base. 0: every weight trains (the tiny model)."})
@@ -211,6 +212,27 @@ def mopd_loss(model, samples, groups: list[str], teachers: dict, pad_id: int, di
             plain_kl = per_token if divergence == "reverse_kl" else token_divergence(logits, scores, "reverse_kl")
             kl[group] = float((plain_kl * mask).sum() / mask.sum().clamp(min=1))
     return total / tokens, kl
+
+
+def mopd_backward(model, samples, groups: list[str], teachers: dict, pad_id: int, config, backward) -> tuple[float, dict]:
+    """``mopd_loss`` over the rollouts in passes of ``config.score_batch``, each pass's loss weighted
+    by its share of the completion tokens and handed to ``backward``: the gradient of the batch's
+    token mean, without holding every pass's activations at once. Returns (loss, KL per group)."""
+    from botpsy.train.rollout import length_chunks
+
+    tokens = max(1, sum(len(s.completion_ids) for s in samples))
+    loss_sum, kl_sum, kl_tokens = 0.0, {}, {}
+    for chunk in length_chunks(samples, config.score_batch):
+        part, part_groups = [samples[i] for i in chunk], [groups[i] for i in chunk]
+        loss, kl = mopd_loss(model, part, part_groups, teachers, pad_id, config.divergence, config.jsd_beta, config.detach_prompt)
+        share = sum(len(s.completion_ids) for s in part) / tokens
+        backward(loss * share)
+        loss_sum += float(loss.detach()) * share
+        for group, value in kl.items():
+            n = sum(len(s.completion_ids) for s, g in zip(part, part_groups) if g == group)
+            kl_sum[group] = kl_sum.get(group, 0.0) + value * n
+            kl_tokens[group] = kl_tokens.get(group, 0) + n
+    return loss_sum, {g: kl_sum[g] / max(1, kl_tokens[g]) for g in kl_sum}
 
 
 def rollout_stats(samples) -> dict:
@@ -399,9 +421,7 @@ def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_
                                batch_size=config.rollout_batch_size)
         rollout_s = time.perf_counter() - started
         model.train()
-        loss, kl = mopd_loss(model, samples, [g for g, _ in drawn], teachers, pad_id, config.divergence, config.jsd_beta,
-                             config.detach_prompt)
-        accelerator.backward(loss)
+        loss, kl = mopd_backward(model, samples, [g for g, _ in drawn], teachers, pad_id, config, accelerator.backward)
         accelerator.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         schedule.step()
@@ -409,7 +429,7 @@ def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_
         progress.step += 1
         completion_tokens = sum(len(s.completion_ids) for s in samples)
         progress.tokens_seen += completion_tokens
-        record = {"step": progress.step, "loss": loss.item(), "lr": schedule.get_last_lr()[0], "kl": kl, **rollout_stats(samples),
+        record = {"step": progress.step, "loss": loss, "lr": schedule.get_last_lr()[0], "kl": kl, **rollout_stats(samples),
                   "rollout_s": round(rollout_s, 2), "step_s": round(time.perf_counter() - started, 2),
                   "completion_tokens_per_s": speed.add(completion_tokens)}
         if config.eval_every and progress.step % config.eval_every == 0 and progress.step < config.steps:

@@ -406,15 +406,9 @@ def load_reference(path: str, dtype: str = "float32"):
     return reference
 
 
-def _chunks(samples: list[Sample], size: int) -> list[list[int]]:
-    """Sample indices in passes of ``size``, similar lengths together (less padding)."""
-    order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].completion_ids))
-    return [order[i : i + size] for i in range(0, len(order), size)]
-
-
 def update(learner: Learner, rollouts: list[Rollout]) -> dict[str, float]:
     """One GRPO update from a batch of rollouts (groups of ``group_size`` in order); returns its statistics."""
-    from botpsy.train.rollout import score_completions
+    from botpsy.train.rollout import length_chunks, score_completions
 
     c, pad_id = learner.config, learner.tokenizer.pad_token_id
     rewards = torch.tensor([r.reward for r in rollouts])
@@ -429,7 +423,7 @@ def update(learner: Learner, rollouts: list[Rollout]) -> dict[str, float]:
              "trained_samples": len(samples)}
     if not samples:
         return stats
-    chunks = _chunks(samples, c.score_batch)
+    chunks = length_chunks(samples, c.score_batch)
     adv = torch.tensor(sample_adv)
     score = lambda model, chunk: score_completions(model, [samples[i] for i in chunk], pad_id).token_logprobs
     with torch.no_grad():

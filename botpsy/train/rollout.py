@@ -234,6 +234,15 @@ def completion_batch(samples: list[Sample], pad_id: int) -> tuple[torch.Tensor, 
     return ids, index, targets, mask
 
 
+def length_chunks(samples: list[Sample], size: int) -> list[list[int]]:
+    """Sample indices in scoring passes of ``size`` (0: one pass), similar lengths together: less
+    padding, and with ``detach_prompt`` less of each prompt behind the pass's shortest one carries
+    gradient (activation memory grows with it: 8 MOPD rollouts of the 0.5B in one pass ran out of 23 GB)."""
+    order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].completion_ids))
+    size = size or max(1, len(order))
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
 def score_completions(model, samples: list[Sample], pad_id: int, detach_prompt: bool = False) -> Scored:
     """Logits and log-probs of each sample's completion tokens, from one forward pass.
 

@@ -186,6 +186,35 @@ def test_prompt_and_padding_tokens_carry_no_loss(trained_student, teacher_path):
     assert float(loss) == 0.0
 
 
+def test_scoring_in_passes_gives_the_one_pass_gradient(trained_student, teacher_path):  # noqa: F811
+    from botpsy.model.checkpoint import load_checkpoint
+    from botpsy.train.mopd import mopd_backward
+    from botpsy.train.rollout import first_turn_prompt, sample_batch
+    from botpsy.train.teachers import LocalTeacher
+
+    student, teacher = load_checkpoint(trained_student), load_checkpoint(teacher_path)
+    tok, pad = student.tokenizer, student.tokenizer.pad_token_id
+    samples = sample_batch(student.model, tok, [first_turn_prompt(e) for e in chat_examples(5)], max_new_tokens=6, seed=3)
+    samples[2].completion_ids = samples[2].completion_ids[:2]
+    groups = ["device", "personal", "device", "personal", "device"]
+    teachers = {g: LocalTeacher(g, "", teacher.model, tok) for g in ("device", "personal")}
+
+    def gradient(score_batch, detach_prompt=False):
+        student.model.zero_grad(set_to_none=True)
+        # The whole sequence carries gradient, so passes change nothing. The tiny model is hybrid:
+        # --detach-prompt falls back to the ordinary pass (a recurrent layer's cache is updated in place).
+        settings = MOPDConfig(score_batch=score_batch, detach_prompt=detach_prompt)
+        loss, kl = mopd_backward(student.model, samples, groups, teachers, pad, settings, lambda part: part.backward())
+        return loss, kl, torch.cat([p.grad.flatten() for p in student.model.parameters() if p.grad is not None])
+
+    one_loss, one_kl, one_grad = gradient(0)
+    for size, detach in ((1, False), (2, False), (0, True), (2, True)):
+        loss, kl, grad = gradient(size, detach)
+        assert loss == pytest.approx(one_loss, rel=1e-4)
+        assert kl == pytest.approx(one_kl, rel=1e-4)
+        assert torch.allclose(grad, one_grad, rtol=1e-3, atol=1e-6)
+
+
 @pytest.mark.slow
 def test_killed_run_resumes_to_identical_weights(run_dir, trained_student, tmp_path):  # noqa: F811
     from botpsy.model.checkpoint import load_checkpoint

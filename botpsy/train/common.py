@@ -93,10 +93,8 @@ def hidden_after(model, input_ids: torch.Tensor, cut: int) -> torch.Tensor:
     Only for attention-only models: a recurrent layer updates its cached state in place, which the
     backward pass then finds modified, so a hybrid model gets the ordinary pass (all positions,
     sliced to ``cut`` onwards; same values, gradient through the context too)."""
-    if cut > 0 and not attention_only(model):
-        return model.model(input_ids=input_ids).last_hidden_state[:, cut:]
-    if cut <= 0:
-        return model.model(input_ids=input_ids).last_hidden_state
+    if cut <= 0 or not attention_only(model):
+        return model.model(input_ids=input_ids).last_hidden_state[:, max(cut, 0):]
     with torch.no_grad():
         context = model.model(input_ids=input_ids[:, :cut], use_cache=True)
     cache = getattr(context, "cache", None) or context.past_key_values

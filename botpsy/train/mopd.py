@@ -267,10 +267,9 @@ def manifest_scores(manifest: dict, config, key: str, groups) -> dict | None:
 def teacher_accuracy(teachers: dict, tokenizer, dev_by_group, config, out: Path, manifest: dict) -> dict:
     """Each teacher on its own group, on the student's examples: from the manifest when `botpsy
     teachers` scored them the same way, else generated here; cached in OUT/teacher_eval.json."""
-    local = [g for g, t in teachers.items() if t.kind == "local"]
-    if manifest_scores(manifest, config, "dev_call", local) is not None and \
-            all(Path(manifest["teachers"][g].get("path", "")).resolve() == Path(teachers[g].path).resolve() for g in local):
-        return {g: manifest["teachers"].get(g, {}).get("dev_call") for g in teachers}  # endpoints: None, as below
+    # The teachers were loaded from this manifest, so its scores are of these very checkpoints.
+    if manifest_scores(manifest, config, "dev_call", [g for g, t in teachers.items() if t.kind == "local"]) is not None:
+        return {g: manifest["teachers"][g].get("dev_call") for g in teachers}  # endpoints: what was recorded, as below
     cache = out / "teacher_eval.json"
     key = {"eval_examples": config.eval_examples, "eval_max_new_tokens": config.eval_max_new_tokens,
            "teachers": {g: getattr(t, "path", None) or getattr(t, "url", None) for g, t in teachers.items()}}

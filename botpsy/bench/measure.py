@@ -71,9 +71,18 @@ def repeat(run: Callable[[], float], reps: int, warmup: int) -> list[float]:
 
 
 def model_info(path: Path) -> dict[str, Any]:
-    """Name, architecture, format (llama.cpp file type) and trained context length from the header."""
+    """Name, architecture, format (llama.cpp file type) and trained context length from the header.
+
+    A LoRA adapter GGUF is described by its base (format ``<base format>+LoRA``, both files' bytes)."""
     from gguf import GGUFReader, LlamaFileType
 
+    from botpsy.export.lora_gguf import is_adapter_gguf, open_adapter_gguf
+
+    if is_adapter_gguf(path):
+        base = open_adapter_gguf(path).base
+        info = model_info(base)
+        return {**info, "name": path.stem, "path": str(path), "format": f"{info['format']}+LoRA", "base": str(base),
+                "file_bytes": info["file_bytes"] + path.stat().st_size, "adapter_bytes": path.stat().st_size}
     reader = GGUFReader(str(path))
 
     def field(key: str, default: Any = None) -> Any:

@@ -87,9 +87,19 @@ def speed_probe(threads: int = 1, copy_bytes: int = 64 << 20, size: int = 384, r
 
 
 def bytes_per_token(path: str | Path) -> dict[str, Any]:
-    """The bytes one decode step reads from the model's weights (see the module docstring)."""
+    """The bytes one decode step reads from the model's weights (see the module docstring).
+
+    For a LoRA adapter GGUF: its base's bytes plus every adapter tensor (the adapter is small, and
+    its one-hot embedding picks, read one row per token, are under 2 MB)."""
     from gguf import GGUFReader
 
+    from botpsy.export.lora_gguf import is_adapter_gguf, open_adapter_gguf
+
+    if is_adapter_gguf(path):
+        base = bytes_per_token(open_adapter_gguf(path).base)
+        adapter = sum(int(t.n_bytes) for t in GGUFReader(str(path)).tensors)
+        return {**base, "tensor_bytes": base["tensor_bytes"] + adapter, "adapter_bytes": adapter,
+                "bytes_per_token": base["bytes_per_token"] + adapter}
     reader = GGUFReader(str(path))
     sizes = {t.name: int(t.n_bytes) for t in reader.tensors}
     total = sum(sizes.values())

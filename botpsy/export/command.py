@@ -5,9 +5,14 @@ block), write a float32 GGUF with botpsy's writer (tokenizer and chat template e
 make each format from it with llama.cpp's quantizer, read every file back and check its
 tensor types, and record sizes, SHA-256 and type counts in ``DIR/meta.json``.
 
+A LoRA stage folder can also be written as ``lora``: the adapter alone, as a llama.cpp adapter
+GGUF that runs on the untouched base file (``botpsy.export.lora_gguf``; seconds, no merge). A
+quantized base keeps all of the fine-tuning that way, which re-quantizing merged weights does not.
+
 Example::
 
     botpsy export runs/speedrun/sft --out runs/speedrun/gguf --formats bf16,q8_0,q4_k_m
+    botpsy export release/botpsy-0.5b-sft --out gguf --formats lora
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from botpsy.export.gguf_writer import (
     write_gguf,
 )
 from botpsy.export.quantize import FORMATS, Format, file_name, quantize_gguf, resolve_format
+
+# Not a quantization of the merged model but the adapter alone, applied by llama.cpp on its base.
+LORA = Format("lora", "", frozenset({"F32"}), "LoRA adapter (float32) on the untouched base GGUF, applied at run time")
 from botpsy.output import emit, table
 
 DEFAULT_FORMATS = "bf16,q8_0,q4_k_m"
@@ -42,7 +50,7 @@ class ExportConfig:
 
     checkpoint: str = field(default="runs/speedrun/sft", metadata={"help": "Checkpoint folder to export.", "positional": True})
     out: str = field(default="runs/speedrun/gguf", metadata={"help": "Folder for the GGUF files and meta.json."})
-    formats: str = field(default=DEFAULT_FORMATS, metadata={"help": f"Comma-separated formats from {', '.join(FORMATS)}."})
+    formats: str = field(default=DEFAULT_FORMATS, metadata={"help": f"Comma-separated formats from {', '.join(FORMATS)}, lora (a LoRA stage folder's adapter on its base GGUF)."})
     keep_f32: bool = field(default=False, metadata={"help": "Keep the float32 intermediate model-f32.gguf."})
     threads: int = field(default=0, metadata={"help": "Quantizer threads (0: all cores)."})
     name: str = field(default="botpsy", metadata={"help": "Model name written into the GGUF metadata."})
@@ -54,9 +62,9 @@ def parse_formats(text: str) -> list[str]:
     names = [n.strip().lower() for n in text.split(",") if n.strip()]
     if not names:
         raise ExportError("--formats is empty; give e.g. bf16,q8_0,q4_k_m")
-    unknown = [n for n in names if n not in FORMATS]
+    unknown = [n for n in names if n not in FORMATS and n != LORA.name]
     if unknown:
-        raise ExportError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}")
+        raise ExportError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}, {LORA.name}")
     return list(dict.fromkeys(names))
 
 
@@ -77,8 +85,16 @@ def export_checkpoint(config: ExportConfig) -> dict:
     """Do the export described by ``config``; return the record written to ``meta.json``."""
     from botpsy.model.checkpoint import load_checkpoint, read_model_type
 
-    read_model_type(config.checkpoint)  # refuses unsupported models before loading anything
-    resolved = [resolve_format(n) for n in parse_formats(config.formats)]
+    model_type = read_model_type(config.checkpoint)  # refuses unsupported models before loading anything
+    names = parse_formats(config.formats)
+    out = Path(config.out)
+    files: dict[str, dict] = {}
+    if LORA.name in names:
+        files[LORA.name] = export_lora(config, out)
+        names.remove(LORA.name)
+    if not names:  # the adapter alone: no merged model to load or write
+        return write_record(config, out, files, [], model_type, files[LORA.name]["architecture"], None, config.checkpoint, None)
+    resolved = [resolve_format(n) for n in names]
     checkpoint = load_checkpoint(config.checkpoint, dtype="float32")
     model, model_config = checkpoint.model, checkpoint.model.config
     arch = gguf_architecture(model_config)
@@ -87,11 +103,10 @@ def export_checkpoint(config: ExportConfig) -> dict:
     if problems and not config.allow_fallback:
         raise ExportError("refusing to export, llama.cpp would silently use other types: " + "; ".join(problems))
 
-    out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     float_path = write_gguf(model, checkpoint.tokenizer, out / (file_name("f32") + ".partial"), name=config.name, tensors=tensors)
     check_gguf_file(float_path)
-    files, notices = {}, tokenizer_notices(checkpoint.tokenizer)
+    notices = tokenizer_notices(checkpoint.tokenizer)
     notices += [f"fallback allowed: {p}" for p in problems]
     try:
         for fmt, notice in resolved:
@@ -112,20 +127,41 @@ def export_checkpoint(config: ExportConfig) -> dict:
         else:
             float_path.unlink(missing_ok=True)
 
+    return write_record(config, out, files, notices, model_config.model_type, arch, model_config.vocab_size,
+                        checkpoint.path, checkpoint.meta.get("stage"))
+
+
+def export_lora(config: ExportConfig, out: Path) -> dict:
+    """Write the checkpoint's adapter as ``model-lora.gguf``; its file record, base included."""
+    from botpsy.export.lora_gguf import write_lora_gguf
+
+    target = out / file_name(LORA.name)
+    written = write_lora_gguf(config.checkpoint, target, name=config.name)
+    return {**describe_file(target, LORA), "architecture": written["architecture"], "base": written["base"],
+            "base_sha256": written["base_sha256"], "adapted_matrices": written["adapted_matrices"]}
+
+
+def write_record(config: ExportConfig, out: Path, files: dict, notices: list[str], model_type: str, arch: str,
+                 vocab_size: int | None, checkpoint_path, stage: str | None) -> dict:
+    """Write and return ``meta.json``: what was exported from what, and every file's size, hash and types."""
+    if stage is None:
+        meta_file = Path(config.checkpoint) / "meta.json"
+        stage = json.loads(meta_file.read_text()).get("stage") if meta_file.is_file() else None
     record = {
         "stage": "gguf",
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "botpsy_version": botpsy.__version__,
-        "checkpoint": str(checkpoint.path),
-        "checkpoint_stage": checkpoint.meta.get("stage"),
-        "model_type": model_config.model_type,
+        "checkpoint": str(checkpoint_path),
+        "checkpoint_stage": stage,
+        "model_type": model_type,
         "architecture": arch,
-        "vocab_size": model_config.vocab_size,
+        "vocab_size": vocab_size,
         "chat_template": "botpsy.model.tokenizer.CHAT_TEMPLATE (Qwen3.5 wire format)",
         "notices": notices,
         "files": files,
         "config": config_to_dict(config),
     }
+    out.mkdir(parents=True, exist_ok=True)
     (out / "meta.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
 

@@ -43,6 +43,7 @@ class GGUFLayout:
     data_offset: int  # where tensor data begins
     expected_size: int  # bytes the tensor table says the file needs
     file_size: int
+    general_type: str | None = None  # "model", or "adapter" for a LoRA adapter file
 
 
 class _Cursor:
@@ -115,14 +116,15 @@ def read_layout(path: str | Path) -> GGUFLayout:
         tensor_count, metadata_count = cursor.take("Q", "the tensor count"), cursor.take("Q", "the metadata count")
         if tensor_count > size or metadata_count > size:  # each entry needs at least one byte
             raise GGUFFileError(f"{path} is corrupt: it claims {tensor_count} tensors and {metadata_count} metadata keys in {size} bytes")
-        architecture, alignment = _read_metadata(cursor, metadata_count)
+        architecture, alignment, general_type = _read_metadata(cursor, metadata_count)
         tensors_end = _read_tensor_table(cursor, tensor_count)
         data_offset = -(-cursor.offset // alignment) * alignment
-    return GGUFLayout(path, version, tensor_count, metadata_count, architecture, data_offset, data_offset + tensors_end, size)
+    return GGUFLayout(path, version, tensor_count, metadata_count, architecture, data_offset, data_offset + tensors_end,
+                      size, general_type)
 
 
-def _read_metadata(cursor: _Cursor, count: int) -> tuple[str | None, int]:
-    architecture, alignment = None, DEFAULT_ALIGNMENT
+def _read_metadata(cursor: _Cursor, count: int) -> tuple[str | None, int, str | None]:
+    architecture, alignment, general_type = None, DEFAULT_ALIGNMENT, None
     for index in range(count):
         key = cursor.string(f"metadata key #{index}")
         value = cursor.value(cursor.take("I", f"the type of {key!r}"), f"the value of {key!r}")
@@ -130,9 +132,11 @@ def _read_metadata(cursor: _Cursor, count: int) -> tuple[str | None, int]:
             architecture = value
         elif key == "general.alignment":
             alignment = value
+        elif key == "general.type":
+            general_type = value
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
         raise GGUFFileError(f"{cursor.path} is corrupt: general.alignment {alignment!r} is not a power of two")
-    return architecture, alignment
+    return architecture, alignment, general_type
 
 
 def _read_tensor_table(cursor: _Cursor, count: int) -> int:

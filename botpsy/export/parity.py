@@ -10,7 +10,8 @@ For every GGUF file in an export folder, on the same token ids:
 
 Thresholds (``THRESHOLDS``): float formats must give identical greedy text and 100% top-1;
 Q8_0 top-1 >= 99% and KL <= 1e-3; Q4_K_M top-1 >= 90% and KL <= 3e-2 (meant for a trained
-model). Tokenizer agreement must be 100% for every file.
+model); a LoRA adapter file on its base (``lora``) as Q8_0. Tokenizer agreement must be 100% for
+every file.
 
 For float formats top-1 counts near-ties as agreement: where the checkpoint's own top two
 logits are closer than ``tie_margin`` (0.05), bf16 rounding (logit shifts of ~1e-2) may pick
@@ -32,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from botpsy.export.gguf_file import GGUFFileError, check_gguf_file
-from botpsy.export.quantize import FORMATS, file_name
+from botpsy.export.quantize import file_name
 from botpsy.output import emit, table
 
 # Texts for tokenizer agreement and logit comparison. The chat text (with special tokens,
@@ -73,6 +74,9 @@ THRESHOLDS = {
     "f16": Thresholds(1.0, None, True, tie_margin=0.05),
     "q8_0": Thresholds(0.99, 1e-3, False),
     "q4_k_m": Thresholds(0.90, 3e-2, False),
+    # The adapter on the quantized base it was trained on: what remains is llama.cpp's 8-bit
+    # rounding of activations in quantized dot products, as for Q8_0.
+    "lora": Thresholds(0.99, 1e-3, False),
 }
 
 
@@ -111,7 +115,7 @@ def exported_formats(gguf_dir: Path) -> list[str]:
     meta = gguf_dir / "meta.json"
     if meta.is_file():
         return list(json.loads(meta.read_text()).get("files", {}))
-    return [n for n in FORMATS if (gguf_dir / file_name(n)).exists()]
+    return [n for n in THRESHOLDS if (gguf_dir / file_name(n)).exists()]
 
 
 def find_files(gguf_dir: Path, formats: str) -> dict[str, Path]:
@@ -123,8 +127,8 @@ def find_files(gguf_dir: Path, formats: str) -> dict[str, Path]:
         raise FileNotFoundError(f"{gguf_dir} holds no model-<format>.gguf files; run `botpsy export` first")
     files = {}
     for name in names:
-        if name not in FORMATS:
-            raise ValueError(f"unknown format {name!r}; choose from {', '.join(FORMATS)}")
+        if name not in THRESHOLDS:
+            raise ValueError(f"unknown format {name!r}; choose from {', '.join(THRESHOLDS)}")
         files[name] = check_gguf_file(gguf_dir / file_name(name)).path
     return files
 

@@ -31,7 +31,7 @@ class Release:
     name: str
     folder: str  # the committed adapter folder, relative to the repository root
     base: str  # a known base name (botpsy models)
-    format: str  # the GGUF format built for users
+    format: str  # the GGUF format built for users: a merged quantization, or "lora" (adapter on the base file)
     sha256: str  # of the built file, as measured when the release was made
     stage: str  # which recipe stage the adapter comes from
 
@@ -94,6 +94,7 @@ def build(name: str, cache: Path | None = None, threads: int = 0, root: Path | N
         pull(rel.base, cache)  # verified; a no-op when cached
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix=".build-") as tmp:
+        # "lora": the adapter alone, which llama.cpp applies on the pulled base (seconds, nothing merged).
         exported = export_checkpoint(ExportConfig(checkpoint=str(folder), out=tmp, formats=rel.format,
                                                   threads=threads, name=rel.name, allow_fallback=True))
         size, sha256 = file_digest(Path(tmp) / exported["files"][rel.format]["file"])

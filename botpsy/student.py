@@ -10,8 +10,8 @@ resumable and timed into ``RUN/student.json``:
     -> teachers -> mopd -> rl1 (and rl1-nopenalty, the ablation) -> rl2 -> stages-eval
 
 Stages 2-4 keep training the SFT adapter (``botpsy.train.lora.load_for_training``): each writes one
-adapter on the pulled base, and ``stages-eval`` puts every stage's Q4_K_M beside SFT's on the same
-device draw.
+adapter on the pulled base, and ``stages-eval`` puts every stage's adapter file beside SFT's on the
+same device draw.
 
 The evaluation puts the base 0.5B and base 1.5B (each in its own chat template, calls read
 leniently: ``botpsy.chat.native``) beside the SFT student's adapter file on its base on one fixed
@@ -214,16 +214,19 @@ LATER_STAGES = ("mopd", "rl1", "rl1-nopenalty", "rl2")
 
 
 def step_stages_eval(cfg: StudentConfig, run: Path):
-    """Every stage's Q4_K_M (the release format) on the same device draw as the SFT rows; SFT's records are reused."""
+    """Every stage as its adapter file on the untouched base, on the same device draw as the SFT rows.
+
+    The adapter file, not a merged Q4_K_M: re-quantizing a merged stage cost the SFT student 8.7
+    points, more than any stage moved. SFT's adapter-file records are reused."""
     from botpsy.eval.harness import EvalConfig, main
 
-    labels, models = ["sft"], [str(run / "gguf" / "model-q4_k_m.gguf")]
+    labels, models = ["sft"], [str(run / "gguf" / f"model-{ADAPTER_FORMAT}.gguf")]
     for stage in LATER_STAGES:
         if (run / stage / "meta.json").is_file():
             labels.append(stage)
-            models.append(str(stage_gguf(run / stage, run / "stages" / stage, cfg.threads, "q4_k_m",
-                                         name=f"botpsy-0.5b-{stage}", allow_fallback=True)))
-    reuse_records(run / "eval-quant" / "q4_k_m", run / "eval-stages" / "sft", ("model.json", "device.jsonl"))
+            models.append(str(stage_gguf(run / stage, run / "stages" / stage, cfg.threads, ADAPTER_FORMAT,
+                                         name=f"botpsy-0.5b-{stage}")))
+    reuse_records(run / "eval-quant" / ADAPTER_FORMAT, run / "eval-stages" / "sft", ("model.json", "device.jsonl"))
     return main(EvalConfig(model=models, label=labels, suite="device", out=str(run / "eval-stages"),
                            tasks=str(run / "tasks" / "test.jsonl"), device_limit=cfg.eval_device_tasks,
                            max_tokens=cfg.eval_max_tokens, threads=cfg.threads))

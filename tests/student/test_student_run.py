@@ -33,7 +33,7 @@ def test_the_student_run_goes_through_every_step_and_resumes(qwen2_gguf, tmp_pat
     quant = json.loads((run / "eval-quant" / "summary.json").read_text())
     assert set(quant["models"]) == {"bf16", "q8_0", "q4_k_m", "lora"} and "quantization" in quant
     assert (run / "eval-quant" / "lora" / "device.jsonl").read_text() == (run / "eval" / "lora" / "device.jsonl").read_text()
-    # Stages 2-4: one adapter on the same base each, every stage's Q4_K_M beside SFT's on the same device draw.
+    # Stages 2-4: one adapter on the same base each, every stage's adapter file beside SFT's on the same device draw.
     manifest = json.loads((run / "teachers" / "manifest.json").read_text())["teachers"]
     assert set(manifest) == {"device", "personal", "commerce", "special"}
     assert all("student_dev_call" in t for t in manifest.values())
@@ -43,7 +43,7 @@ def test_the_student_run_goes_through_every_step_and_resumes(qwen2_gguf, tmp_pat
     assert json.loads((run / "rl2" / "meta.json").read_text())["init"] == str(run / "rl1")
     stages = json.loads((run / "eval-stages" / "summary.json").read_text())
     assert list(stages["models"]) == ["sft", "mopd", "rl1", "rl1-nopenalty", "rl2"]
-    sft_records = (run / "eval-quant" / "q4_k_m" / "device.jsonl").read_text()
+    sft_records = (run / "eval-quant" / "lora" / "device.jsonl").read_text()
     assert (run / "eval-stages" / "sft" / "device.jsonl").read_text() == sft_records  # reused, not rerun
     capsys.readouterr()
     assert main(config) == 0

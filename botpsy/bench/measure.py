@@ -76,12 +76,12 @@ def model_info(path: Path) -> dict[str, Any]:
     A LoRA adapter GGUF is described by its base (format ``<base format>+LoRA``, both files' bytes)."""
     from gguf import GGUFReader, LlamaFileType
 
-    from botpsy.export.lora_gguf import is_adapter_gguf, open_adapter_gguf
+    from botpsy.export.lora_gguf import find_adapter
 
-    if is_adapter_gguf(path):
-        base = open_adapter_gguf(path).base
-        info = model_info(base)
-        return {**info, "name": path.stem, "path": str(path), "format": f"{info['format']}+LoRA", "base": str(base),
+    pair = find_adapter(path)
+    if pair is not None:
+        info = model_info(pair.base)
+        return {**info, "name": path.stem, "path": str(path), "format": f"{info['format']}+LoRA", "base": str(pair.base),
                 "file_bytes": info["file_bytes"] + path.stat().st_size, "adapter_bytes": path.stat().st_size}
     reader = GGUFReader(str(path))
 

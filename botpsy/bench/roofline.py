@@ -93,10 +93,11 @@ def bytes_per_token(path: str | Path) -> dict[str, Any]:
     its one-hot embedding picks, read one row per token, are under 2 MB)."""
     from gguf import GGUFReader
 
-    from botpsy.export.lora_gguf import is_adapter_gguf, open_adapter_gguf
+    from botpsy.export.lora_gguf import find_adapter
 
-    if is_adapter_gguf(path):
-        base = bytes_per_token(open_adapter_gguf(path).base)
+    pair = find_adapter(path)
+    if pair is not None:
+        base = bytes_per_token(pair.base)
         adapter = sum(int(t.n_bytes) for t in GGUFReader(str(path)).tensors)
         return {**base, "tensor_bytes": base["tensor_bytes"] + adapter, "adapter_bytes": adapter,
                 "bytes_per_token": base["bytes_per_token"] + adapter}

@@ -36,12 +36,11 @@ from botpsy.export.gguf_writer import (
     write_gguf,
 )
 from botpsy.export.quantize import FORMATS, Format, file_name, quantize_gguf, resolve_format
-
-# Not a quantization of the merged model but the adapter alone, applied by llama.cpp on its base.
-LORA = Format("lora", "", frozenset({"F32"}), "LoRA adapter (float32) on the untouched base GGUF, applied at run time")
 from botpsy.output import emit, table
 
 DEFAULT_FORMATS = "bf16,q8_0,q4_k_m"
+# Not a quantization of the merged model but the adapter alone, applied by llama.cpp on its base.
+LORA = Format("lora", "", frozenset({"F32"}), "LoRA adapter (float32) on the untouched base GGUF, applied at run time")
 
 
 @dataclass

@@ -23,7 +23,7 @@ The file is what llama.cpp's adapter loader reads:
   pair is loaded, and botpsy's chat template, which the base file does not carry.
 
     write_lora_gguf("release/botpsy-0.5b-sft", "gguf/model-lora.gguf")
-    pair = open_adapter_gguf("gguf/model-lora.gguf")   # -> base file, adapter file, template
+    pair = find_adapter("gguf/model-lora.gguf")   # -> base file, adapter file, template (None: not an adapter)
 """
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ KEY_BASE_SHA256 = "botpsy.adapter.base_sha256"
 PEFT_PREFIX = "base_model.model."
 TOKEN_ROWS_SUFFIX = ".token_adapter.trainable_tokens_delta"
 # peft options that change what an adapter computes; botpsy's LoRA settings leave them off.
-UNSUPPORTED_OPTIONS = ("use_dora", "use_rslora", "lora_bias", "fan_in_fan_out")
+UNSUPPORTED_OPTIONS = ("use_dora", "use_rslora", "lora_bias", "fan_in_fan_out", "rank_pattern", "alpha_pattern")
+# Base tensors whose adapter pairs carry trained token rows, not LoRA matrices.
+EMBEDDING, OUTPUT = "token_embd.weight", "output.weight"
+TOKEN_ROW_TARGETS = (EMBEDDING, OUTPUT)
 
 
 class AdapterFileError(ValueError):
@@ -95,24 +98,23 @@ def write_lora_gguf(adapter_dir: str | Path, out: str | Path, base: str | None =
 
     partial = out.with_name(out.name + ".partial")
     partial.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(partial), arch)
     try:
-        _write(writer, gguf, name, base_ref, base_bytes, base_sha, tensors)
+        _write(partial, arch, name, base_ref, base_bytes, base_sha, tensors)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
     os.replace(partial, out)
+    adapted = [n for n, _ in tensors if n.endswith(".lora_a") and n.removesuffix(".lora_a") not in TOKEN_ROW_TARGETS]
     return {"file": out.name, "format": "lora", "architecture": arch, "base": base_ref, "base_sha256": base_sha,
-            "adapted_matrices": sum(n.endswith(".lora_a") for n, _ in tensors) - _token_pairs(tensors)}
+            "adapted_matrices": len(adapted)}
 
 
-def _token_pairs(tensors: list[tuple[str, np.ndarray]]) -> int:
-    return sum(n in ("token_embd.weight.lora_a", "output.weight.lora_a") for n, _ in tensors)
+def _write(path: Path, arch: str, name: str, base_ref: str, base_bytes: int, base_sha: str, tensors) -> None:
+    import gguf
 
-
-def _write(writer, gguf, name: str, base_ref: str, base_bytes: int, base_sha: str, tensors) -> None:
     from botpsy.model.tokenizer import CHAT_TEMPLATE
 
+    writer = gguf.GGUFWriter(str(path), arch)
     try:
         writer.add_type(gguf.GGUFType.ADAPTER)
         writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
@@ -138,7 +140,7 @@ def lora_tensors(adapter_dir: Path, base_reader, arch: str) -> list[tuple[str, n
     config = json.loads((adapter_dir / "adapter_config.json").read_text())
     if config.get("peft_type") != "LORA":
         raise ExportError(f"{adapter_dir}: a {config.get('peft_type')!r} adapter; only LoRA can be written for llama.cpp")
-    used = [k for k in UNSUPPORTED_OPTIONS if config.get(k)] + [k for k in ("rank_pattern", "alpha_pattern") if config.get(k)]
+    used = [k for k in UNSUPPORTED_OPTIONS if config.get(k)]
     if used:
         raise ExportError(f"{adapter_dir}: adapter options llama.cpp's LoRA cannot express: {', '.join(used)}")
     scale = float(config["lora_alpha"]) / float(config["r"])
@@ -188,7 +190,7 @@ def token_row_pair(key: str, rows: np.ndarray, config: dict, base: dict, gguf_na
     if not ids or len(ids) != rows.shape[0]:
         raise ExportError(f"adapter_config.json's trainable_token_indices does not list the {rows.shape[0]} rows of {module}")
     target = gguf_name(module)
-    if short == "lm_head" and target == "token_embd.weight":
+    if short == "lm_head" and target == EMBEDDING:
         raise ExportError("the base ties its output head to the embedding; trained token rows of a tied head "
                           "cannot be written as a llama.cpp adapter")
     tensor = base[target]
@@ -200,7 +202,7 @@ def token_row_pair(key: str, rows: np.ndarray, config: dict, base: dict, gguf_na
     delta = rows.astype(np.float32) - original
     pick = np.zeros((vocab, len(ids)), dtype=np.float32)
     pick[ids, np.arange(len(ids))] = 1.0
-    if target == "token_embd.weight":  # looked up in lora_a, then multiplied by lora_b
+    if target == EMBEDDING:  # embeddings are looked up in lora_a, then multiplied by lora_b
         return [(target + ".lora_a", pick), (target + ".lora_b", np.ascontiguousarray(delta.T))]
     return [(target + ".lora_a", np.ascontiguousarray(delta)), (target + ".lora_b", pick)]
 
@@ -228,14 +230,21 @@ def is_adapter_gguf(path: str | Path) -> bool:
         raise AdapterFileError(str(exc)) from None
 
 
+def find_adapter(path: str | Path) -> AdapterPair | None:
+    """The verified pair for an adapter GGUF, ``None`` for any other file (``AdapterFileError`` as below)."""
+    return open_adapter_gguf(path) if is_adapter_gguf(path) else None
+
+
 def open_adapter_gguf(path: str | Path, cache: Path | None = None) -> AdapterPair:
     """The base file and chat template for an adapter GGUF; ``AdapterFileError`` when the base is
     missing, or its size or sha256 is not the recorded one."""
+    import gguf
+
     from botpsy.model.bases import BaseModelError, KNOWN_BASES, resolve_base
 
     path = Path(path)
     values = _header_values(path)
-    if values.get("general.type") != "adapter" or values.get(gguf_adapter_type_key()) != "lora":
+    if values.get("general.type") != "adapter" or values.get(gguf.Keys.Adapter.TYPE) != "lora":
         raise AdapterFileError(f"{path} is not a LoRA adapter GGUF")
     ref = values.get(KEY_BASE)
     if not ref:
@@ -251,12 +260,6 @@ def open_adapter_gguf(path: str | Path, cache: Path | None = None) -> AdapterPai
         raise AdapterFileError(f"{path} was made for a base of {values.get(KEY_BASE_BYTES)} bytes, sha256 "
                                f"{str(values.get(KEY_BASE_SHA256))[:16]}...; {base} is {size} bytes, {digest[:16]}...")
     return AdapterPair(adapter=path, base=base, chat_template=values.get("tokenizer.chat_template", ""), base_ref=ref)
-
-
-def gguf_adapter_type_key() -> str:
-    import gguf
-
-    return gguf.Keys.Adapter.TYPE
 
 
 @lru_cache(maxsize=8)

@@ -92,9 +92,6 @@ def new_llama(**kwargs) -> "llama_cpp.Llama":
     ``Llama`` takes no flag for them, so its default model parameters are swapped for the
     duration of the load.
     """
-    pair = adapter_pair(kwargs["model_path"])
-    if pair is not None:  # an adapter GGUF: its base file, with the adapter applied at run time
-        kwargs = {**kwargs, "model_path": str(pair.base), "lora_path": str(pair.adapter)}
     if extra_buffer_types_enabled():
         return llama_cpp.Llama(**kwargs)
     bindings = llama_cpp.llama_cpp  # the module whose defaults ``Llama.__init__`` reads
@@ -112,20 +109,26 @@ def new_llama(**kwargs) -> "llama_cpp.Llama":
         bindings.llama_model_default_params = default
 
 
-def adapter_pair(path: str | Path):
-    """For a LoRA adapter GGUF (``botpsy export --formats lora``), its verified base and template;
-    ``None`` for an ordinary model file. A missing or different base is a ``ModelLoadError``."""
-    from botpsy.export.lora_gguf import AdapterFileError, is_adapter_gguf, open_adapter_gguf
+def model_files(path: str | Path):
+    """(``new_llama`` file arguments, adapter pair or ``None``) for a model file.
+
+    A LoRA adapter GGUF (``botpsy export --formats lora``) loads as its verified base file with the
+    adapter applied at run time; a missing or different base is a ``ModelLoadError``.
+    """
+    from botpsy.export.lora_gguf import AdapterFileError, find_adapter
 
     try:
-        return open_adapter_gguf(path) if is_adapter_gguf(path) else None
+        pair = find_adapter(path)
     except AdapterFileError as exc:
         raise ModelLoadError(f"cannot load the model: {exc}") from None
+    if pair is None:
+        return {"model_path": str(path)}, None
+    return {"model_path": str(pair.base), "lora_path": str(pair.adapter)}, pair
 
 
 def open_llama(path: str | Path, n_ctx: int, threads: int = 0, logits_all: bool = False):
     """A plain ``llama_cpp.Llama`` (for parity checks that read raw logits)."""
-    return new_llama(model_path=str(path), n_ctx=n_ctx, logits_all=logits_all,
+    return new_llama(**model_files(path)[0], n_ctx=n_ctx, logits_all=logits_all,
                      n_threads=threads or default_threads(), verbose=False)
 
 
@@ -173,7 +176,7 @@ class LlamaBackend(Backend):
         self.options = options or BackendOptions()
         self.path = Path(model_path)
         # An adapter GGUF runs on its base file: both are checked, and the adapter's weights counted.
-        self.adapter = adapter_pair(self.path)
+        files, self.adapter = model_files(self.path)
         # Refuses a missing, corrupt or too-large file with a clear message before llama.cpp sees it.
         self.memory: MemoryEstimate = check_model_fits(self.adapter.base if self.adapter else self.path,
                                                        self.options.n_ctx, self.options.n_batch, available_bytes,
@@ -181,7 +184,7 @@ class LlamaBackend(Backend):
         self.threads = self.options.threads or default_threads()
         try:
             self._llm = new_llama(
-                model_path=str(self.path), n_ctx=self.options.n_ctx, n_batch=self.options.n_batch,
+                **files, n_ctx=self.options.n_ctx, n_batch=self.options.n_batch,
                 n_threads=self.threads, n_threads_batch=self.threads, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise ModelLoadError(f"llama.cpp could not load {self.path}: {exc}") from None
@@ -432,7 +435,7 @@ class BareLlamaLoop:
     """
 
     def __init__(self, model_path: str | Path, threads: int, n_ctx: int) -> None:
-        self._llm = new_llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=threads,
+        self._llm = new_llama(**model_files(model_path)[0], n_ctx=n_ctx, n_threads=threads,
                               n_threads_batch=threads, verbose=False)
         self._vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
 

@@ -146,6 +146,10 @@ def write_record(config: ExportConfig, out: Path, files: dict, notices: list[str
     if stage is None:
         meta_file = Path(config.checkpoint) / "meta.json"
         stage = json.loads(meta_file.read_text()).get("stage") if meta_file.is_file() else None
+    kept, kept_notices, kept_vocab = earlier_files(out, checkpoint_path, files)
+    files = {**kept, **files}
+    notices = list(dict.fromkeys([*kept_notices, *notices]))
+    vocab_size = vocab_size if vocab_size is not None else kept_vocab
     record = {
         "stage": "gguf",
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -163,6 +167,26 @@ def write_record(config: ExportConfig, out: Path, files: dict, notices: list[str
     out.mkdir(parents=True, exist_ok=True)
     (out / "meta.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def earlier_files(out: Path, checkpoint_path, written: dict) -> tuple[dict, list[str], int | None]:
+    """(file records, notices, vocab size) that a call writing only some formats keeps from ``out/meta.json``.
+
+    Exporting ``lora`` into a folder of merged files (or one format again) must not drop the
+    records of the files it left alone. Records are kept only when they came from the same
+    checkpoint and their file is still there with the recorded size; another checkpoint's go.
+    """
+    meta = out / "meta.json"
+    try:
+        old = json.loads(meta.read_text()) if meta.is_file() else {}
+    except json.JSONDecodeError:
+        old = {}
+    if not old or Path(str(old.get("checkpoint", ""))).resolve() != Path(str(checkpoint_path)).resolve():
+        return {}, [], None
+    kept = {name: f for name, f in (old.get("files") or {}).items()
+            if name not in written and (out / str(f.get("file", ""))).is_file()
+            and (out / str(f.get("file", ""))).stat().st_size == f.get("bytes")}
+    return kept, (list(old.get("notices") or []) if kept else []), old.get("vocab_size")
 
 
 def human_summary(record: dict) -> str:

@@ -153,3 +153,21 @@ def test_the_device_card_describes_an_adapter_file_by_its_base(lora_dir, qwen2_g
     assert info["file_bytes"] == base.stat().st_size + adapter.stat().st_size
     both, alone = bytes_per_token(adapter), bytes_per_token(base)
     assert both["bytes_per_token"] == alone["bytes_per_token"] + both["adapter_bytes"] > alone["bytes_per_token"]
+
+
+def test_exporting_the_adapter_beside_merged_files_keeps_their_records(student_sft, tmp_path):
+    """A second export into the same folder adds its format to meta.json; the records of files it left
+    alone stay when they came from the same checkpoint, and another checkpoint's are dropped."""
+    from botpsy.cli import main
+
+    assert main(["export", str(student_sft), "--out", str(tmp_path), "--formats", "q8_0", "--allow-fallback", "--json"]) == 0
+    q8 = json.loads((tmp_path / "meta.json").read_text())["files"]["q8_0"]
+    assert main(["export", str(student_sft), "--out", str(tmp_path), "--formats", "lora", "--json"]) == 0
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert sorted(meta["files"]) == ["lora", "q8_0"] and meta["files"]["q8_0"] == q8
+    assert meta["vocab_size"] is not None  # kept from the merged export, which knows it
+
+    other = tmp_path / "other-checkpoint"
+    shutil.copytree(student_sft, other)
+    assert main(["export", str(other), "--out", str(tmp_path), "--formats", "lora", "--json"]) == 0
+    assert sorted(json.loads((tmp_path / "meta.json").read_text())["files"]) == ["lora"]

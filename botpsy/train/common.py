@@ -92,12 +92,18 @@ def hidden_after(model, input_ids: torch.Tensor, cut: int) -> torch.Tensor:
 
     Only for attention-only models: a recurrent layer updates its cached state in place, which the
     backward pass then finds modified, so a hybrid model gets the ordinary pass (all positions,
-    sliced to ``cut`` onwards; same values, gradient through the context too)."""
+    sliced to ``cut`` onwards; same values, gradient through the context too).
+
+    Rows whose first ``cut`` tokens are the same (a GRPO group's rollouts of one prompt) have that
+    context encoded once; the cache is then copied to each of them."""
     if cut <= 0 or not attention_only(model):
         return model.model(input_ids=input_ids).last_hidden_state[:, max(cut, 0):]
+    contexts, row_of = torch.unique(input_ids[:, :cut], dim=0, return_inverse=True)
     with torch.no_grad():
-        context = model.model(input_ids=input_ids[:, :cut], use_cache=True)
+        context = model.model(input_ids=contexts, use_cache=True)
     cache = getattr(context, "cache", None) or context.past_key_values
+    if not torch.equal(row_of, torch.arange(len(input_ids), device=row_of.device)):  # copied, or sorted by unique
+        cache.reorder_cache(row_of)
     return model.model(input_ids=input_ids[:, cut:], cache=cache, use_cache=True).last_hidden_state
 
 

@@ -117,23 +117,32 @@ def generate_rows(model, rows: list[list[int]], *, max_new_tokens: int, temperat
 
     ``constraints`` (one ``CallConstraint`` or None per row, with ``pieces``, every token's text)
     mask each row's logits to the tokens its constraint allows after the row's text so far.
+
+    Identical prompts (a GRPO group's rollouts of one task) are prefilled once: the cache and the
+    first logits are then copied to every row that shares the prompt, and the rows part ways
+    from the first sampled token on.
     """
     count, width = len(rows), max(len(r) for r in rows)
-    ids = torch.full((count, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((count, width), dtype=torch.long)
-    for r, row in enumerate(rows):
+    slot_of: dict[tuple[int, ...], int] = {}
+    shared = torch.tensor([slot_of.setdefault(tuple(row), len(slot_of)) for row in rows])
+    ids = torch.full((len(slot_of), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(slot_of), width), dtype=torch.long)
+    for r, row in enumerate(slot_of):
         ids[r, width - len(row):] = torch.tensor(row)
         mask[r, width - len(row):] = 1
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
     cache, next_pos = out.cache, positions[:, -1] + 1
+    logits = out.logits[:, -1]
+    if len(slot_of) < count:  # one row per prompt so far: give every copy its own cache row
+        cache.reorder_cache(shared)
+        logits, mask, next_pos = logits[shared], mask[shared], next_pos[shared]
     active = list(range(count))  # original row of each row still in the batch
     completions: list[list[int]] = [[] for _ in rows]
     finished = [False] * count
     stops = torch.tensor(sorted(stop_ids), dtype=torch.long)
     texts = [""] * count
     for step in range(max_new_tokens):
-        logits = out.logits[:, -1]
         if constraints is not None:
             logits = _constrain(logits, [constraints[r] for r in active], [texts[r] for r in active])
         tokens = pick_tokens(logits, temperature, top_p, [generators[r] for r in active])
@@ -154,7 +163,7 @@ def generate_rows(model, rows: list[list[int]], *, max_new_tokens: int, temperat
         mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
         out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache,
                     use_cache=True)
-        next_pos = next_pos + 1
+        logits, next_pos = out.logits[:, -1], next_pos + 1
     return list(zip(completions, finished))
 
 

@@ -34,3 +34,4 @@ def test_an_attention_only_model_reuses_the_longest_shared_prefix(qwen2_gguf, ti
         assert len([t for t in again]) >= 1 and again.info.reused_tokens == len(second) - 4
     finally:
         backend.close()
+

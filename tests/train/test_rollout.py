@@ -112,6 +112,22 @@ def test_sampling_is_seeded_and_independent_of_batching(student):
     assert [s.completion_ids for s in top] == [s.completion_ids for s in greedy]  # top-p that small keeps only the argmax
 
 
+def test_a_group_of_identical_prompts_is_prefilled_once_and_samples_as_if_alone(student, monkeypatch):
+    """A GRPO group (copies of one prompt) is prefilled once, and each copy still samples from its own
+    generator exactly what it samples when generated on its own."""
+    model, tokenizer = student
+    one, two = (first_turn_prompt(e) for e in chat_examples(2))
+    prompts = [one, one, two, one, two]
+    widths = []
+    forward = type(model).forward
+    monkeypatch.setattr(type(model), "forward", lambda self, *a, **k: widths.append(k["input_ids"].shape) or forward(self, *a, **k))
+    grouped = sample_batch(model, tokenizer, prompts, max_new_tokens=10, temperature=1.0, seed=5, batch_size=5)
+    assert widths[0][0] == 2 and all(w[0] <= 5 and w[1] == 1 for w in widths[1:])  # two prompt rows, then one token per row
+    alone = sample_batch(model, tokenizer, prompts, max_new_tokens=10, temperature=1.0, seed=5, batch_size=1)
+    assert [s.completion_ids for s in grouped] == [s.completion_ids for s in alone]
+    assert len({tuple(s.completion_ids) for s in grouped[:2] + grouped[3:4]}) > 1  # the copies part ways
+
+
 def test_max_new_tokens_and_finished(student):
     model, tokenizer = student
     stops = stop_token_ids(tokenizer)

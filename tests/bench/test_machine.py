@@ -61,10 +61,18 @@ def test_cache_sizes_from_sysfs(tmp_path):
     assert cache_sizes(tmp_path / "absent") == {}
 
 
-def test_peak_rss_sees_memory_allocated_inside_the_block():
+def test_peak_rss_sees_memory_allocated_and_freed_inside_the_block():
+    """The sampler, not the reading at exit, must catch a peak that is gone by the end of the block.
+    The margin (192 of 256 MiB) leaves room for other memory the process frees meanwhile."""
+    import gc
+    import time
+
+    gc.collect()
     before = rss_bytes()
     with PeakRss() as peak:
-        block = bytearray(64 << 20)
+        block = bytearray(256 << 20)
         block[::4096] = b"x" * len(block[::4096])  # touch every page so it is resident
-    assert peak.bytes >= before + (48 << 20)
-    del block
+        time.sleep(0.1)  # twenty sampling intervals
+        del block  # a block this large is its own mapping: freeing it lowers the RSS again
+    assert peak.bytes >= before + (192 << 20)
+    assert rss_bytes() < peak.bytes - (128 << 20)

@@ -8,6 +8,8 @@ resumable and timed into ``RUN/student.json``:
     -> export (merged student as qwen2 GGUF: bf16, Q8_0, Q4_K_M; and the adapter file, ``lora``)
     -> parity -> eval -> bench
     -> teachers -> mopd -> rl1 (and rl1-nopenalty, the ablation) -> rl2 -> stages-eval
+    -> report (``botpsy report``: every stage's times, curves, parity, evaluations and device card
+       in ``RUN/report/report.md``)
 
 Stages 2-4 keep training the SFT adapter (``botpsy.train.lora.load_for_training``): each writes one
 adapter on the pulled base, and ``stages-eval`` puts every stage's adapter file beside SFT's on the
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from botpsy.config import save_config
-from botpsy.speedrun import Step, bench_release_files, run_steps, stage_gguf, step_data, step_tasks
+from botpsy.speedrun import Step, bench_release_files, run_steps, stage_gguf, step_data, step_report, step_tasks
 
 RELEASE_FORMATS = ("bf16", "q8_0", "q4_k_m")  # the merged model, quantized
 # The adapter alone on the untouched base file (botpsy.export.lora_gguf): the base stays the grid the
@@ -247,6 +249,8 @@ STEPS = [
     Step("rl1-nopenalty", "rl1-nopenalty/meta.json", rl_step(1, "rl1-nopenalty", "mopd", penalties=False)),
     Step("rl2", "rl2/meta.json", rl_step(2, "rl2", "rl1")),
     Step("stages-eval", "eval-stages/summary.json", step_stages_eval),
+    # Last, so it shows every stage above; `botpsy student --only report` redraws it at any time.
+    Step("report", "report/report.md", step_report),
 ]
 
 

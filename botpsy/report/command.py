@@ -46,6 +46,12 @@ SECTIONS: list[tuple[str, Callable[[Page], list[str]]]] = [
     ("Device report card", results.device_card),
     ("Agent run", results.agent),
 ]
+# Parts a run kind does not have: the student run has no separate agent step (its device tasks are the eval).
+LEFT_OUT = {"student": {"Agent run"}}
+
+
+def sections_for(kind: str) -> list[tuple[str, Callable[[Page], list[str]]]]:
+    return [(title, render) for title, render in SECTIONS if title not in LEFT_OUT.get(kind, set())]
 
 # A file that parses but lacks a field, or holds one of another type, surfaces as one of these.
 SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError)
@@ -66,7 +72,7 @@ def build_report(run: RunFolder, out: Path) -> tuple[str, Page]:
     """The markdown text for ``run``; plots are written into ``out``'s folder as a side effect."""
     page = Page(run, out.parent)
     body: list[str] = []
-    for number, (title, render) in enumerate(SECTIONS, 1):
+    for number, (title, render) in enumerate(sections_for(run.kind), 1):
         body += [f"## {number}. {title}", ""] + render_section(page, title, render) + [""]
     head = [f"# botpsy report: `{run.root}`", "",
             (f"Written by `botpsy report` at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}. Every number "
@@ -81,7 +87,7 @@ def write_report(run_dir: Path, out: Path) -> dict:
     run = RunFolder(run_dir)
     text, page = build_report(run, out)
     out.write_text(text)
-    return {"report": str(out), "plots": [str(p) for p in page.plots], "sections": [title for title, _ in SECTIONS],
+    return {"report": str(out), "plots": [str(p) for p in page.plots], "sections": [title for title, _ in sections_for(run.kind)],
             "not_run": [str(run.path(rel)) for rel in run.missing], "problems": run.problems}
 
 
@@ -94,7 +100,8 @@ def human(result: dict) -> str:
 def main(config: ReportConfig) -> int:
     run_dir = Path(config.run)
     if not run_dir.is_dir():
-        raise FileNotFoundError(f"run folder {run_dir} does not exist; make one with `botpsy speedrun --run {run_dir}`")
+        raise FileNotFoundError(f"run folder {run_dir} does not exist; make one with `botpsy speedrun --run {run_dir}` "
+                                f"or `botpsy student --run {run_dir}`")
     out = Path(config.out) if config.out else run_dir / "report" / "report.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     result = write_report(run_dir, out)

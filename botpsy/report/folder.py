@@ -17,10 +17,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-# Run-folder path (a file, or a top-level folder) -> (the command that writes it, its speedrun step).
+# Run-folder path (a file, or a top-level folder) -> (the command that writes it, its run step).
 PRODUCERS: dict[str, tuple[str, str | None]] = {
     "speedrun.json": ("botpsy speedrun", None),
     "speedrun_config.json": ("botpsy speedrun", None),
+    "student.json": ("botpsy student", None),
+    "student_config.json": ("botpsy student", None),
+    "bases": ("botpsy models --pull", "bases"),
+    "eval-quant": ("botpsy eval", "eval"),
+    "eval-stages": ("botpsy eval", "stages-eval"),
     "tasks": ("botpsy tasks", "tasks"),
     "data": ("botpsy data", "data"),
     "tokenizer": ("botpsy tokenizer", "tokenizer"),
@@ -45,17 +50,31 @@ def producer(rel: str) -> tuple[str | None, str]:
     return command, step or top
 
 
-def speedrun_steps() -> set[str]:
-    from botpsy.speedrun import STEPS
+def run_kind(root: Path) -> str:
+    """``student`` for a folder `botpsy student` made (the pretrained student), else ``speedrun``."""
+    return "student" if any((root / f"student{suffix}").is_file() for suffix in (".json", "_config.json")) else "speedrun"
 
-    return {step.name for step in STEPS}
+
+def run_steps(kind: str) -> list:
+    """The steps of the command that makes a run folder of this kind."""
+    if kind == "student":
+        from botpsy.student import STEPS
+    else:
+        from botpsy.speedrun import STEPS
+    return STEPS
 
 
 class RunFolder:
-    """One run folder; ``problems`` collects every file that could not be read."""
+    """One run folder; ``problems`` collects every file that could not be read.
+
+    ``kind`` says which command made it (``speedrun``: the tiny recipe; ``student``: the pretrained
+    student), which decides the run summary's files, the parts shown and how a missing stage is made.
+    """
 
     def __init__(self, root: Path):
         self.root = root
+        self.kind = run_kind(root)
+        self.steps = run_steps(self.kind)
         self.problems: list[str] = []
         self.missing: list[str] = []  # run-folder paths reported as "not run"
         self.touched: list[str] = []  # files read since the last reset, named when a section fails
@@ -101,8 +120,8 @@ class RunFolder:
 
     def how_to_make(self, rel: str) -> str:
         command, step = producer(rel)
-        if step in speedrun_steps():
-            return f"botpsy speedrun --run {self.root} --only {step}"
+        if step in {s.name for s in self.steps}:
+            return f"botpsy {self.kind} --run {self.root} --only {step}"
         return command or f"the {step} stage"
 
     def source(self, *rels: str) -> str:

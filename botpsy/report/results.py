@@ -42,23 +42,40 @@ def is_release_file(entry: dict) -> bool:
     return path.suffix == ".gguf" and path.parent.name == "gguf"
 
 
+# Evaluations a run kind keeps beside eval/: (title, folder). The student run evaluates its release
+# formats side by side (the quantization gate) and every later stage beside SFT, on the device tasks.
+EXTRA_EVALS: dict[str, list[tuple[str, str]]] = {
+    "student": [("Quantization gate: the release formats on the device tasks", "eval-quant"),
+                ("Stages beside SFT on the device tasks", "eval-stages")],
+}
+
+
 def evaluation(page: Page) -> list[str]:
+    lines = eval_folder(page, "eval")
+    for title, folder in EXTRA_EVALS.get(page.run.kind, []):
+        lines += ["", f"### {title}", ""] + eval_folder(page, folder)
+    return lines
+
+
+def eval_folder(page: Page, folder: str) -> list[str]:
+    """One ``botpsy eval`` output folder: key figures, a plot, every figure per model group, quantization deltas."""
     run = page.run
-    summary, note = run.read("eval/summary.json")
-    lines = [run.source("eval/summary.json"), ""]
+    summary, note = run.read(f"{folder}/summary.json")
+    lines = [run.source(f"{folder}/summary.json"), ""]
     if note:
         return lines + note
     labels = list(summary["models"])
-    lines += ["Key figures:", ""] + figure_table(summary, labels, KEY_ROWS) + [""] + eval_plot(page, summary, labels)
+    plot = "eval_device.png" if folder == "eval" else f"{folder.replace('-', '_')}_device.png"
+    lines += ["Key figures:", ""] + figure_table(summary, labels, KEY_ROWS) + [""] + eval_plot(page, summary, labels, plot)
     checkpoints = [label for label in labels if not is_release_file(summary["models"][label])]
     formats = [label for label in labels if is_release_file(summary["models"][label])]
     all_rows = eval_report.suite_rows(summary) + eval_report.METRIC_ROWS
-    for title, group in (("By model (stage by stage)", checkpoints), ("By release format (GGUF files)", formats)):
+    for title, group in (("By model (checkpoints, bases, stages)", checkpoints), ("By release format (GGUF files)", formats)):
         if group:
-            lines += [f"### {title}", ""] + figure_table(summary, group, all_rows) + [""]
+            lines += [f"#### {title}", ""] + figure_table(summary, group, all_rows) + [""]
     lines += eval_report.quant_lines(summary) + eval_report.left_out_lines(summary)
-    if run.exists("eval/table.md"):
-        lines += ["", f"All models in one table: [eval/table.md]({page.link(run.path('eval/table.md'))})."]
+    if run.exists(f"{folder}/table.md"):
+        lines += ["", f"All models in one table: [{folder}/table.md]({page.link(run.path(f'{folder}/table.md'))})."]
     return lines
 
 
@@ -70,13 +87,13 @@ def figure_table(summary: dict, labels: list[str], rows: list[Row]) -> list[str]
     return md_table(["figure"] + labels, body)
 
 
-def eval_plot(page: Page, summary: dict, labels: list[str]) -> list[str]:
+def eval_plot(page: Page, summary: dict, labels: list[str], name: str = "eval_device.png") -> list[str]:
     entries = [summary["models"][label] for label in labels]
     success = [dig(e, "suites", "device", "success_rate") for e in entries]
     loop_rate = [dig(e, "metrics", "loop_rate") for e in entries]
     if all(v is None for v in success + loop_rate):
         return []
-    path = plots.eval_bars(labels, success, loop_rate, page.out_dir / "eval_device.png")
+    path = plots.eval_bars(labels, success, loop_rate, page.out_dir / name)
     return [page.image(path, "device success and loop rate per model"), ""]
 
 

@@ -68,11 +68,12 @@ def show_value(value: Any) -> str:
 
 def run_summary(page: Page) -> list[str]:
     run = page.run
-    lines = [run.source("speedrun.json", "speedrun_config.json"), ""]
-    timings, note = run.read("speedrun.json")
+    times, settings = f"{run.kind}.json", f"{run.kind}_config.json"
+    lines = [run.source(times, settings), ""]
+    timings, note = run.read(times)
     lines += note or timing_table(timings) + untimed_lines(run, timings)
-    config, note = run.read("speedrun_config.json")
-    lines += ["", "Speedrun config (as of the last `botpsy speedrun` call on this folder):", ""]
+    config, note = run.read(settings)
+    lines += ["", f"{run.kind.capitalize()} config (as of the last `botpsy {run.kind}` call on this folder):", ""]
     lines += note or md_table(["setting", "value"], [[f"`{k}`", show_value(v)] for k, v in config.items()])
     return lines
 
@@ -86,11 +87,9 @@ def timing_table(timings: dict[str, dict]) -> list[str]:
 
 
 def untimed_lines(run: RunFolder, timings: dict[str, dict]) -> list[str]:
-    """Stages whose output is in the folder but that ``speedrun.json`` has no time for."""
-    from botpsy.speedrun import STEPS
-
-    lines = [f"- `{step.name}`: its output {run.path(step.output)} is here, but `speedrun.json` has no time for it "
-             "(it ran outside the speedrun)" for step in STEPS
+    """Stages whose output is in the folder but that ``<kind>.json`` has no time for."""
+    lines = [f"- `{step.name}`: its output {run.path(step.output)} is here, but `{run.kind}.json` has no time for it "
+             f"(it ran outside `botpsy {run.kind}`)" for step in run.steps
              if step.name not in timings and step.name != "report" and run.exists(step.output)]
     return ["", "Not timed:", ""] + lines if lines else []
 
@@ -102,7 +101,9 @@ def data_summary(page: Page) -> list[str]:
     run = page.run
     meta, note = run.read("data/meta.json")
     lines = [run.source("data/meta.json"), ""] + (note or split_table(meta["splits"]))
-    return lines + [""] + task_lines(run) + [""] + tokenizer_lines(run)
+    lines += [""] + task_lines(run)
+    # The pretrained student keeps its base's tokenizer; only the tiny recipe trains one.
+    return lines + ([""] + tokenizer_lines(run) if run.kind == "speedrun" else [])
 
 
 def ordered_splits(names) -> list[str]:
@@ -185,6 +186,8 @@ def training(page: Page) -> list[str]:
 
 
 def model_lines(run: RunFolder) -> list[str]:
+    if run.kind == "student":
+        return base_lines(run)
     meta, note = run.read("base/meta.json")
     if note:
         return [run.source("base/meta.json"), ""] + note
@@ -195,6 +198,20 @@ def model_lines(run: RunFolder) -> list[str]:
     if dig(sft, "parameters") is not None:
         line += f"; {sft['parameters']:,} parameters (`sft/meta.json`)"
     return [run.source("base/meta.json"), "", line]
+
+
+def base_lines(run: RunFolder) -> list[str]:
+    """The pulled pretrained bases (student and peer) and the SFT adapter's size."""
+    bases, note = run.read("bases/bases.json")
+    lines = [run.source("bases/bases.json"), ""]
+    if note:
+        return lines + note
+    lines += [f"- {role}: `{entry.get('name')}` at {entry.get('path')}" for role, entry in bases.items()]
+    sft, _ = run.read("sft/meta.json") if run.exists("sft/meta.json") else (None, [])
+    if dig(sft, "trainable_parameters") is not None and dig(sft, "parameters") is not None:
+        lines.append(f"- SFT adapter: {sft['trainable_parameters']:,} trained parameters of {sft['parameters']:,} "
+                     "(`sft/meta.json`)")
+    return lines
 
 
 def stage_curves(page: Page, stage: str) -> list[str]:

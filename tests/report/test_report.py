@@ -162,6 +162,32 @@ def test_missing_stages_say_how_to_produce_them(tmp_path):
     assert len([line for line in text.splitlines() if line.startswith("## ")]) == len(SECTIONS)
 
 
+def test_a_student_run_reads_its_own_files_and_shows_its_gate(tmp_path):
+    """A folder `botpsy student` made: its timings and config, the pulled bases, the quantization gate
+    and the stage table beside the main evaluation; no agent part; missing stages made by `botpsy student`."""
+    run = tmp_path / "student"
+    write(run / "student.json", {"sft": {"seconds": 6840.0, "output": "x"}, "eval": {"seconds": 360.0, "output": "y"}})
+    write(run / "student_config.json", {"base": "qwen2.5-coder-0.5b", "sft_steps": 360})
+    write(run / "bases" / "bases.json", {"student": {"name": "qwen2.5-coder-0.5b", "path": "/cache/q05.gguf"}})
+    write(run / "sft" / "meta.json", {"stage": "sft", "parameters": 638969216, "trainable_parameters": 8801792})
+    write(run / "eval-quant" / "summary.json", {"suites": ["device"], "models": {
+        "bf16": device_entry(str(run / "gguf" / "model-bf16.gguf"), 0.7, 0.0),
+        "q4_k_m": device_entry(str(run / "gguf" / "model-q4_k_m.gguf"), 0.6, 0.0)}})
+    result = write_json_result(run)
+    text = (run / "report" / "report.md").read_text()
+    assert f"_From `botpsy student` → {run}/student.json, {run}/student_config.json_" in text
+    assert "| sft | 6840.0 | 95.0% |" in text and "Student config (as of the last `botpsy student` call" in text
+    assert "- student: `qwen2.5-coder-0.5b` at /cache/q05.gguf" in text
+    assert "- SFT adapter: 8,801,792 trained parameters of 638,969,216" in text
+    assert "tokenizer" not in text.lower() and "Agent run" not in text and "agent" not in " ".join(result["sections"]).lower()
+    gate = text.split("### Quantization gate")[1]
+    assert "| device: success | 70.0% | 60.0% |" in gate.split("###")[0]
+    assert f"produce it with `botpsy student --run {run} --only eval`" in text  # eval/summary.json
+    assert f"produce it with `botpsy student --run {run} --only stages-eval`" in text
+    assert f"produce it with `botpsy student --run {run} --only bench`" in text
+    assert [Path(p).name for p in result["plots"]] == ["eval_quant_device.png"]
+
+
 def test_a_corrupt_file_is_named_and_the_rest_still_renders(tmp_path, capsys):
     run = make_run(tmp_path / "run")
     for stage in ("teachers", "mopd", "rl1"):  # fewer plots: this test is about the broken files

@@ -45,6 +45,9 @@ def test_the_student_run_goes_through_every_step_and_resumes(qwen2_gguf, tmp_pat
     assert list(stages["models"]) == ["sft", "mopd", "rl1", "rl1-nopenalty", "rl2"]
     sft_records = (run / "eval-quant" / "lora" / "device.jsonl").read_text()
     assert (run / "eval-stages" / "sft" / "device.jsonl").read_text() == sft_records  # reused, not rerun
+    report = (run / "report" / "report.md").read_text()  # the last step shows every stage above
+    assert f"_From `botpsy student` → {run}/student.json" in report and "## 6. Device report card" in report
+    assert "### Quantization gate" in report and "### Stages beside SFT" in report and "Agent run" not in report
     capsys.readouterr()
     assert main(config) == 0
     assert capsys.readouterr().out.count("done already") == len(STEPS)

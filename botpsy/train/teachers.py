@@ -8,8 +8,9 @@ device-world tasks fall into four groups (``device``, ``personal``, ``commerce``
   trainer (``botpsy.train.sft.main`` with ``stage="teacher-<group>"``; cheap, and the teacher
   shares the student's tokenizer by construction);
 * ``--teacher-init group=PATH``: the same, starting from a local checkpoint instead (for
-  example a larger ``botpsy init --preset small`` model with the same tokenizer); with
-  ``--steps 0`` the checkpoint is used as it is;
+  example a larger ``botpsy init --preset small`` model with the same tokenizer, or with
+  ``--lora-rank`` a larger pretrained base of the student's vocabulary, ``qwen2.5-coder-1.5b``,
+  which gets a fresh adapter); with ``--steps 0`` the checkpoint is used as it is;
 * ``--teacher-endpoint group=URL``: a model served elsewhere (vLLM) behind an OpenAI-compatible
   ``/v1/completions`` that returns prompt log-probabilities; it is recorded in the manifest and
   scored at distillation time through ``EndpointTeacher`` (top-K log-probs of each completion
@@ -57,7 +58,7 @@ class TeachersConfig:
     lora_rank: int = field(default=0, metadata={"help": "Train each teacher as a LoRA adapter (botpsy.train.lora): an adapter --init (the real student's SFT folder) keeps training its own adapter, anything else gets a fresh one of this rank. 0: every weight trains (the tiny model)."})
     dtype: str = field(default="float32", metadata={"help": "Weight dtype while training and when MOPD loads the teachers (bfloat16 for the pretrained student).", "choices": ["float32", "bfloat16"]})
     detach_context: bool = field(default=False, metadata={"help": "Encode each example's context without gradient (as `botpsy sft --detach-context`): about 2.5x faster for the LoRA student."})
-    teacher_init: list[str] = field(default_factory=list, metadata={"help": "GROUP=PATH: that group's teacher starts from this local checkpoint (same tokenizer as the student)."})
+    teacher_init: list[str] = field(default_factory=list, metadata={"help": "GROUP=PATH: that group's teacher starts from this checkpoint, GGUF or base name (same vocabulary as the student; e.g. special=qwen2.5-coder-1.5b with --lora-rank)."})
     teacher_endpoint: list[str] = field(default_factory=list, metadata={"help": "GROUP=URL: that group's teacher is an OpenAI-compatible server (e.g. vLLM at http://host:8000/v1) returning prompt log-probs."})
     endpoint_model: str | None = field(default=None, metadata={"help": "Model name sent to endpoint teachers (vLLM's --served-model-name)."})
     endpoint_top_k: int = field(default=20, metadata={"help": "Top-K log-probs requested per token from endpoint teachers."})

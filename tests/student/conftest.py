@@ -14,12 +14,12 @@ from tests.conftest import SAMPLE_TEXTS, train_briefly
 from tests.export.conftest import single_torch_thread  # noqa: F401  (autouse: torch on one thread, as there)
 
 
-def tiny_qwen2(tokenizer, seed: int = 0):
+def tiny_qwen2(tokenizer, seed: int = 0, hidden_size: int = 256):
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16384,
                          tie_word_embeddings=False, rms_norm_eps=1e-6, rope_theta=10000.0)
     return Qwen2ForCausalLM(config).eval()

@@ -99,3 +99,35 @@ def test_mopd_and_rl_keep_training_the_same_adapter(student_sft, device_data, tm
     assert adapter_weights(rl_out).keys() == adapter_weights(student_sft).keys()
     merged = load_checkpoint(rl_out)  # one adapter on the pulled base: merges and exports like the SFT stage
     assert type(merged.model).__name__ == "Qwen2ForCausalLM"
+
+
+def test_a_wider_peer_base_can_teach_the_student_through_its_own_adapter(student_sft, device_data, tiny_tokenizer, tmp_path):
+    """#26's larger-teacher option: a teacher trained as a fresh adapter on a wider base of the same
+    vocabulary (the 1.5B beside the 0.5B; here 384 wide beside 256), then distilled token by token."""
+    from botpsy.export.gguf_writer import write_gguf
+    from botpsy.model.checkpoint import load_checkpoint
+    from botpsy.train.mopd import MOPDConfig
+    from botpsy.train.mopd import main as mopd_main
+    from botpsy.train.teachers import TeachersConfig, load_teachers
+    from botpsy.train.teachers import main as teachers_main
+    from tests.student.conftest import tiny_qwen2
+
+    peer = tmp_path / "peer.gguf"
+    write_gguf(tiny_qwen2(tiny_tokenizer, seed=1, hidden_size=384), tiny_tokenizer, peer, name="tiny-peer")
+    out = tmp_path / "teachers"
+    assert teachers_main(TeachersConfig(init=str(student_sft), data=str(device_data), out=str(out), groups="device",
+                                        teacher_init=[f"device={peer}"], steps=1, batch_tokens=8192, max_length=8192,
+                                        lr=1e-2, warmup_steps=1, eval_examples=2, eval_max_new_tokens=4, lora_rank=4,
+                                        dtype="bfloat16", detach_context=True, threads=1)) == 0
+    record = json.loads((out / "manifest.json").read_text())["teachers"]["device"]
+    assert record["init"] == str(peer) and json.loads((out / "device" / "meta.json").read_text())["base"] == str(peer)
+    student = load_checkpoint(student_sft)
+    teachers = load_teachers(out / "manifest.json", ["device"], student.tokenizer,
+                             student.model.get_output_embeddings().weight.shape[0])
+    assert teachers["device"].model.config.hidden_size == 384
+    mopd_out = tmp_path / "mopd"
+    assert mopd_main(MOPDConfig(student=str(student_sft), teachers=str(out / "manifest.json"), data=str(device_data),
+                                out=str(mopd_out), groups="device", steps=1, prompts_per_step=2, max_new_tokens=4, lr=1e-2,
+                                warmup_steps=1, eval_examples=1, eval_max_new_tokens=4, save_every=1, lora_rank=4,
+                                dtype="bfloat16", detach_prompt=True, temperature=1.5, threads=1)) == 0
+    assert_adapter_on_the_same_base(mopd_out, student_sft, "mopd")

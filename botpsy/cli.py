@@ -26,6 +26,7 @@ STAGES: dict[str, tuple[str, str, str]] = {
     "export": ("botpsy.export.command", "ExportConfig", "export a checkpoint to GGUF (bf16, Q8_0, Q4_K_M) with its tokenizer and chat template"),
     "parity": ("botpsy.export.parity", "ParityConfig", "compare each exported GGUF in llama.cpp with the checkpoint in transformers"),
     "data": ("botpsy.train.trajectories", "DataConfig", "turn device-world tasks into chat-format trajectories and the tokenizer corpus"),
+    "general": ("botpsy.train.general", "GeneralConfig", "everyday requests answered by the base model in its own template and checked, as SFT examples (so tool training keeps instruction following)"),
     "sft": ("botpsy.train.sft", "SFTConfig", "stage 1: supervised fine-tuning on agent trajectories (loss on assistant tokens)"),
     "teachers": ("botpsy.train.teachers", "TeachersConfig", "stage 2a: one domain teacher per task group (trained from the SFT student, a local checkpoint, or an endpoint) and their manifest"),
     "mopd": ("botpsy.train.mopd", "MOPDConfig", "stage 2b: multi-teacher on-policy distillation of the teachers into the SFT student"),

@@ -9,7 +9,8 @@ the train split also gets up to N copies of each example whose copied values are
 (``botpsy.train.augment``), so that copying, not memorising, predicts them.
 
 Outputs in ``--out``: ``train.jsonl``, ``dev.jsonl``, ``test.jsonl`` (one example per line:
-``id, task_id, kind, domain, group, split, thinking, messages, tools``), ``corpus.txt`` (the
+``id, task_id, kind, domain, group, split, thinking, messages, tools``; ``--general FILE`` adds
+the everyday requests of ``botpsy general`` to the train split), ``corpus.txt`` (the
 rendered training conversations, for ``botpsy tokenizer``) and ``meta.json`` (provenance).
 The test split is written for evaluation only; nothing trains on it.
 
@@ -41,6 +42,7 @@ class DataConfig:
     seed: int = field(default=0, metadata={"help": "Seed for reasoning phrasing and the thinking on/off choice."})
     thinking_share: float = field(default=0.5, metadata={"help": "Share of examples rendered with thinking on."})
     value_swaps: int = field(default=0, metadata={"help": "Extra training copies of each train example whose copied values (names, queries, texts the user typed) are renamed to made-up ones everywhere (botpsy.train.augment); 0 = none."})
+    general: str = field(default="", metadata={"help": "A general.jsonl from `botpsy general` (everyday requests answered by the base model) to add to the train split; empty: none."})
     json: bool = field(default=False, metadata={"help": "Print the summary as JSON."})
 
 
@@ -146,6 +148,16 @@ def trajectory(task_record: dict, rng: random.Random, thinking_share: float) -> 
     }
 
 
+def read_general(path: Path) -> list[dict]:
+    """The kept examples of `botpsy general`: only the train split gets them."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; make it with `botpsy general --out {path.parent}`")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if any(row.get("kind") != "general" or "messages" not in row for row in rows):
+        raise ValueError(f"{path} is not a `botpsy general` output (every row has kind 'general' and messages)")
+    return rows
+
+
 def read_tasks(path: Path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist; run `botpsy tasks --split {path.stem} --out {path}` first")
@@ -162,6 +174,8 @@ def main(config: DataConfig) -> int:
         originals = examples
         if split == "train" and config.value_swaps:
             examples = with_value_swaps(examples, config.value_swaps, config.seed)
+        if split == "train" and config.general:
+            examples = examples + read_general(Path(config.general))
         write_jsonl(out / f"{split}.jsonl", examples)
         summary[split] = {"examples": len(examples), "thinking_on": sum(e["thinking"] for e in examples),
                           "kinds": dict(sorted(Counter(e["kind"] for e in examples).items())),

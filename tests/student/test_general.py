@@ -1,0 +1,111 @@
+"""`botpsy general`: everyday requests answered by a base model in its own template, checked, kept as
+SFT examples, and added to the train split by `botpsy data --general`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from botpsy.cli import main as cli_main
+from botpsy.eval.instructions.registry import INSTRUCTIONS
+from botpsy.runtime.scripted import ScriptedBackend
+from botpsy.train import general
+
+pytestmark = pytest.mark.slow
+
+# A minimal chat template of the model's own (the native format renders it with Jinja).
+TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n"
+
+
+class TemplatedScript(ScriptedBackend):
+    def chat_template(self) -> str:
+        return TEMPLATE
+
+
+def test_every_format_instruction_is_one_the_checker_scores():
+    for _, instruction, _ in general.FORMATS:
+        assert instruction in INSTRUCTIONS and INSTRUCTIONS[instruction].skipped is None, instruction
+    requests = general.draw_requests(120, seed=4)
+    assert requests == general.draw_requests(120, seed=4) and requests != general.draw_requests(120, seed=5)
+    with_format = [r for r in requests if r["instruction_id_list"]]
+    assert 30 < len(with_format) < 90 and all("{" not in r["prompt"] for r in requests)
+    bullets = [r for r in with_format if r["instruction_id_list"] == ["detectable_format:number_bullet_lists"]]
+    assert bullets and all(f"exactly {r['kwargs'][0]['num_bullets']} markdown bullet points" in r["prompt"] for r in bullets)
+
+
+def answer_for(prompt: str) -> str:
+    """Follows 'no commas' and 'lowercase', breaks every other format, and runs on for one topic."""
+    if "chess" in prompt:
+        return "a very long answer " * 50
+    if "commas" in prompt or "lowercase" in prompt:
+        return "a short answer without any of them.<|im_end|>"
+    return "Well, here it is, with commas.<|im_end|>"
+
+
+def test_answers_are_checked_kept_resumed_and_mixed_into_the_train_split(monkeypatch, tmp_path, device_data, tiny_tokenizer):
+    requests = general.draw_requests(60, seed=0)
+    assert any("chess" in r["prompt"] for r in requests)
+    opened = []
+
+    def fake_open(model, options):
+        opened.append(TemplatedScript([answer_for] * 60))
+        return opened[-1]
+
+    monkeypatch.setattr("botpsy.agent.backends.open_backend", fake_open)
+    out = tmp_path / "general"
+    command = ["general", "--model", "some-base", "--n", "60", "--max-tokens", "64", "--out", str(out), "--json"]
+    assert cli_main(command) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    kept = [json.loads(line) for line in (out / "general.jsonl").read_text().splitlines()]
+    assert meta["requests"] == 60 and meta["kept"] == len(kept) > 0 and sum(meta["dropped"].values()) == 60 - len(kept)
+    assert meta["dropped"]["cut at the token cap"] and meta["dropped"]["format not followed"]
+    for example in kept:
+        request = next(r for r in requests if r["id"] == example["id"])
+        assert example["kind"] == "general" and example["tools"] == [] and example["messages"][0]["content"] == request["prompt"]
+        assert "chess" not in request["prompt"]  # cut at the token cap: not kept
+        # The scripted answers break every other format (a short answer does keep "under N words").
+        assert request["instruction_id_list"] in ([], ["punctuation:no_comma"], ["change_case:english_lowercase"]) or \
+            request["kwargs"][0].get("relation") == "less than"
+    prompt = opened[0].calls[0].prompt
+    assert prompt.startswith("<|im_start|>user\n") and "<think>" not in prompt  # its own template, no tools
+
+    monkeypatch.setattr("botpsy.agent.backends.open_backend", lambda *a: pytest.fail("every answer was recorded"))
+    assert cli_main(command) == 0  # resumed: nothing to answer again
+    assert [json.loads(line) for line in (out / "general.jsonl").read_text().splitlines()] == kept
+
+    mixed = tmp_path / "data"
+    assert cli_main(["data", "--tasks", str(device_data.parent / "tasks"), "--out", str(mixed),
+                     "--general", str(out / "general.jsonl")]) == 0
+    splits = json.loads((mixed / "meta.json").read_text())["splits"]
+    assert splits["train"]["kinds"]["general"] == len(kept) and "general" not in splits["test"]["kinds"]
+
+    from botpsy.train.encode import IGNORE
+    from botpsy.train.sft import encode_all
+
+    encoded, skipped = encode_all(kept, tiny_tokenizer, 4096)
+    assert skipped == 0 and len(encoded) == len(kept)
+    answer = kept[0]["messages"][1]["content"]
+    trained = tiny_tokenizer.decode([x for x, y in zip(encoded[0].input_ids, encoded[0].labels) if y != IGNORE])
+    assert answer in trained and kept[0]["messages"][0]["content"] not in trained  # loss on the answer only
+
+
+def test_a_file_that_is_not_general_output_is_refused(tmp_path, device_data, capsys):
+    bad = tmp_path / "general.jsonl"
+    bad.write_text(json.dumps({"id": "x", "kind": "single", "messages": []}) + "\n")
+    command = ["data", "--tasks", str(device_data.parent / "tasks"), "--out", str(tmp_path / "d"), "--general"]
+    assert cli_main(command + [str(bad)]) == 2
+    assert "not a `botpsy general` output" in capsys.readouterr().err
+    assert cli_main(command + [str(tmp_path / "missing.jsonl")]) == 2
+    assert "make it with `botpsy general" in capsys.readouterr().err
+
+
+def test_the_base_answers_through_llama_cpp(qwen2_gguf, tmp_path):
+    """The real part: a GGUF base through llama.cpp, its own template rendered."""
+    out = tmp_path / "general"
+    assert cli_main(["general", "--model", str(qwen2_gguf[0]), "--n", "3", "--max-tokens", "6", "--threads", "1",
+                     "--out", str(out), "--json"]) == 0
+    answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    assert len(answers) == 3 and {a["finish_reason"] for a in answers} <= {"stop", "length"}
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["kept"] + sum(meta["dropped"].values()) == 3

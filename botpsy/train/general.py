@@ -155,8 +155,12 @@ def answer_requests(config: GeneralConfig, requests: list[dict], answers_file: P
     """Every request's answer record (``{"id", "answer", "finish_reason", "seconds"}``), reusing the ones
     already in ``answers_file`` and appending new ones as they are made."""
     done = {}
-    if answers_file.is_file():
-        done = {r["id"]: r for r in map(json.loads, answers_file.read_text().splitlines()) if r.get("id")}
+    for line in answers_file.read_text().splitlines() if answers_file.is_file() else []:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by an interruption: that request is answered again
+        done[record["id"]] = record
     todo = [r for r in requests if r["id"] not in done]
     if todo:
         from botpsy.agent.backends import open_backend

@@ -73,6 +73,11 @@ def test_answers_are_checked_kept_resumed_and_mixed_into_the_train_split(monkeyp
     monkeypatch.setattr("botpsy.agent.backends.open_backend", lambda *a: pytest.fail("every answer was recorded"))
     assert cli_main(command) == 0  # resumed: nothing to answer again
     assert [json.loads(line) for line in (out / "general.jsonl").read_text().splitlines()] == kept
+    lines = (out / "answers.jsonl").read_text().splitlines()
+    (out / "answers.jsonl").write_text("\n".join(lines[:-1] + [lines[-1][:20]]) + "\n")  # killed mid-line
+    monkeypatch.setattr("botpsy.agent.backends.open_backend", fake_open)
+    assert cli_main(command) == 0 and len(opened[-1].calls) == 1  # only the cut request again
+    assert [json.loads(line) for line in (out / "general.jsonl").read_text().splitlines()] == kept
 
     mixed = tmp_path / "data"
     assert cli_main(["data", "--tasks", str(device_data.parent / "tasks"), "--out", str(mixed),

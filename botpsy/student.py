@@ -75,6 +75,7 @@ class StudentConfig:
     mopd_prompts: int = field(default=8, metadata={"help": "Student rollouts per MOPD step (spread over the four groups)."})
     mopd_new_tokens: int = field(default=96, metadata={"help": "Completion length limit of each MOPD rollout."})
     mopd_lr: float = field(default=1e-4, metadata={"help": "Peak learning rate of MOPD (the adapter continues from SFT)."})
+    mopd_anchor: float = field(default=0.0, metadata={"help": "Weight of MOPD's KL to the SFT student (`botpsy mopd --anchor`); 0 as in the measured run."})
     rl1_steps: int = field(default=20, metadata={"help": "RL round 1 steps (also the ablation run without penalties)."})
     rl2_steps: int = field(default=10, metadata={"help": "RL round 2 steps (multi-turn episodes)."})
     rl_prompts: int = field(default=4, metadata={"help": "Tasks per RL round-1 step."})
@@ -192,7 +193,7 @@ def step_mopd(cfg: StudentConfig, run: Path):
 
     stage_cfg = MOPDConfig(student=str(run / "sft"), teachers=str(run / "teachers" / "manifest.json"), data=str(run / "data"),
                            out=str(run / "mopd"), steps=cfg.mopd_steps, prompts_per_step=cfg.mopd_prompts,
-                           max_new_tokens=cfg.mopd_new_tokens, rollout_batch_size=cfg.mopd_prompts, score_batch=1, lr=cfg.mopd_lr,
+                           max_new_tokens=cfg.mopd_new_tokens, rollout_batch_size=cfg.mopd_prompts, score_batch=1, lr=cfg.mopd_lr, anchor=cfg.mopd_anchor,
                            max_prompt_tokens=cfg.sft_max_length, lora_rank=cfg.lora_rank, dtype="bfloat16", detach_prompt=True,
                            eval_examples=cfg.stage_dev_examples, save_every=5, seed=cfg.seed, threads=cfg.threads)
     return main(stage_cfg)

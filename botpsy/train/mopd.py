@@ -12,6 +12,11 @@ at every sampled position:
 * ``jsd``: the generalized Jensen-Shannon divergence of GKD with ``--jsd-beta``
   (``M = beta p_t + (1 - beta) p_s``; ``beta KL(p_t||M) + (1 - beta) KL(p_s||M)``).
 
+``--anchor W`` adds ``W`` times the reverse KL to a frozen copy of the starting student on the same
+tokens. A group's teacher pulls the student only on that group's prompts, but what it teaches can
+spread to the others (on the real student, MOPD spread the special-case refusal to offered tools);
+the anchor holds the student near where it started wherever no teacher pulls harder.
+
 Only sampled completion tokens carry loss (prompt tokens are masked); the loss is the mean
 over completion tokens of the step. AdamW with warm-up + cosine, gradient clipping, exact
 resume (``common.save_training_state``), a progress bar, ``OUT/curves.jsonl`` (loss, KL per
@@ -85,6 +90,7 @@ class MOPDConfig:
     lora_rank: int = field(default=0, metadata={"help": "Train a LoRA adapter (botpsy.train.lora): a student that is an adapter folder (the real student's SFT stage) keeps training its own adapter, anything else gets a fresh one of this rank; OUT then holds one adapter on the student's base. 0: every weight trains (the tiny model)."})
     dtype: str = field(default="float32", metadata={"help": "Student weight dtype while training (bfloat16 for the pretrained student; a LoRA adapter itself stays float32).", "choices": ["float32", "bfloat16"]})
     detach_prompt: bool = field(default=False, metadata={"help": "Encode each rollout's prompt without gradient (rollout.score_completions): much faster for the 0.5B student, whose prompts are mostly system prompt and tools."})
+    anchor: float = field(default=0.0, metadata={"help": "Weight of KL(student || the student it started from), on the same completion tokens, added to the teacher divergence: it holds the student near its start where no teacher pulls it (a frozen copy of --student is loaded for it). 0: none."})
     lr: float = field(default=2e-4, metadata={"help": "Peak learning rate."})
     min_lr_ratio: float = field(default=0.1, metadata={"help": "Final learning rate as a fraction of the peak."})
     warmup_steps: int = field(default=5, metadata={"help": "Linear warm-up steps."})
@@ -195,12 +201,22 @@ def draw_prompts(pools: dict[str, list[str]], n: int, seed: int, step: int, proc
 
 
 def mopd_loss(model, samples, groups: list[str], teachers: dict, pad_id: int, divergence: str, beta: float,
-              detach_prompt: bool = False):
-    """(mean divergence over completion tokens, reverse KL per group): one student forward, one teacher call per group."""
+              detach_prompt: bool = False, anchor=None, anchor_weight: float = 0.0):
+    """(mean divergence over completion tokens, reverse KL per group): one student forward, one teacher
+    call per group. With ``anchor`` (a frozen copy of the starting student, scored like a teacher),
+    ``anchor_weight`` times the reverse KL to it is added at every completion token, and its mean is
+    reported under the key ``"anchor"``."""
     from botpsy.train.rollout import score_completions
 
     student = score_completions(model, samples, pad_id, detach_prompt)
     total, tokens, kl = student.logits.new_zeros(()), student.mask.sum().clamp(min=1), {}
+    if anchor is not None and anchor_weight > 0:
+        start = anchor.score(samples, pad_id).logprobs.to(student.logits.device)
+        steps = start.shape[1]
+        to_start = reverse_kl(torch.log_softmax(student.logits[:, :steps].float(), dim=-1), start)
+        mask = student.mask[:, :steps]
+        total = total + anchor_weight * (to_start * mask).sum()
+        kl["anchor"] = float((to_start.detach() * mask).sum() / mask.sum().clamp(min=1))
     for group in sorted(set(groups)):
         rows = [i for i, g in enumerate(groups) if g == group]
         scores = teachers[group].score([samples[i] for i in rows], pad_id)
@@ -214,22 +230,25 @@ def mopd_loss(model, samples, groups: list[str], teachers: dict, pad_id: int, di
     return total / tokens, kl
 
 
-def mopd_backward(model, samples, groups: list[str], teachers: dict, pad_id: int, config, backward) -> tuple[float, dict]:
+def mopd_backward(model, samples, groups: list[str], teachers: dict, pad_id: int, config, backward,
+                  anchor=None) -> tuple[float, dict]:
     """``mopd_loss`` over the rollouts in passes of ``config.score_batch``, each pass's loss weighted
     by its share of the completion tokens and handed to ``backward``: the gradient of the batch's
-    token mean, without holding every pass's activations at once. Returns (loss, KL per group)."""
+    token mean, without holding every pass's activations at once. Returns (loss, KL per group and
+    to the ``anchor``)."""
     from botpsy.train.rollout import length_chunks
 
     tokens = max(1, sum(len(s.completion_ids) for s in samples))
     loss_sum, kl_sum, kl_tokens = 0.0, {}, {}
     for chunk in length_chunks(samples, config.score_batch):
         part, part_groups = [samples[i] for i in chunk], [groups[i] for i in chunk]
-        loss, kl = mopd_loss(model, part, part_groups, teachers, pad_id, config.divergence, config.jsd_beta, config.detach_prompt)
+        loss, kl = mopd_loss(model, part, part_groups, teachers, pad_id, config.divergence, config.jsd_beta,
+                             config.detach_prompt, anchor, getattr(config, "anchor", 0.0))
         share = sum(len(s.completion_ids) for s in part) / tokens
         backward(loss * share)
         loss_sum += float(loss.detach()) * share
         for group, value in kl.items():
-            n = sum(len(s.completion_ids) for s, g in zip(part, part_groups) if g == group)
+            n = sum(len(s.completion_ids) for s, g in zip(part, part_groups) if g == group or group == "anchor")
             kl_sum[group] = kl_sum.get(group, 0.0) + value * n
             kl_tokens[group] = kl_tokens.get(group, 0) + n
     return loss_sum, {g: kl_sum[g] / max(1, kl_tokens[g]) for g in kl_sum}
@@ -358,7 +377,15 @@ def main(config: MOPDConfig) -> int:
     for teacher in teachers.values():
         teacher.to(accelerator.device)
     teacher_eval = teacher_accuracy(teachers, tokenizer, dev_by_group, config, out, manifest)
-    result = train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_eval, accelerator, out, manifest)
+    anchor = None
+    if config.anchor > 0:  # the student as it starts, frozen: what the anchor term holds it near
+        from botpsy.model.checkpoint import load_checkpoint
+        from botpsy.train.teachers import LocalTeacher
+
+        anchor = LocalTeacher("anchor", config.student, load_checkpoint(config.student, dtype=config.dtype).model, tokenizer)
+        anchor.to(accelerator.device)
+    result = train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_eval, accelerator, out, manifest,
+                        anchor)
     if result is None:  # interrupted on purpose (tests)
         return 0
     model = accelerator.unwrap_model(model)
@@ -385,7 +412,8 @@ def last_logged(curves: Path, key: str):
     return values[-1] if values else None
 
 
-def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_eval, accelerator, out, manifest: dict):
+def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_eval, accelerator, out, manifest: dict,
+               anchor=None):
     """The distillation loop; returns the final metrics, or None when interrupted on purpose."""
     from tqdm import tqdm
 
@@ -420,7 +448,7 @@ def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_
                                batch_size=config.rollout_batch_size)
         rollout_s = time.perf_counter() - started
         model.train()
-        loss, kl = mopd_backward(model, samples, [g for g, _ in drawn], teachers, pad_id, config, accelerator.backward)
+        loss, kl = mopd_backward(model, samples, [g for g, _ in drawn], teachers, pad_id, config, accelerator.backward, anchor)
         accelerator.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         schedule.step()

@@ -215,6 +215,37 @@ def test_scoring_in_passes_gives_the_one_pass_gradient(trained_student, teacher_
         assert torch.allclose(grad, one_grad, rtol=1e-3, atol=1e-6)
 
 
+def test_the_anchor_term_is_the_kl_to_the_starting_student(trained_student, teacher_path):  # noqa: F811
+    """--anchor: W x KL(student || its start) is added on the same tokens; zero while the student is its start."""
+    from botpsy.model.checkpoint import load_checkpoint
+    from botpsy.train.rollout import first_turn_prompt, sample_batch
+    from botpsy.train.teachers import LocalTeacher
+
+    student, teacher, start = (load_checkpoint(p) for p in (trained_student, teacher_path, trained_student))
+    tok, pad = student.tokenizer, student.tokenizer.pad_token_id
+    samples = sample_batch(student.model, tok, [first_turn_prompt(e) for e in chat_examples(3)], max_new_tokens=6, seed=4)
+    teachers = {"device": LocalTeacher("device", "", teacher.model, tok)}
+    anchor = LocalTeacher("anchor", "", start.model, tok)
+    with torch.no_grad():
+        plain, plain_kl = mopd_loss(student.model, samples, ["device"] * 3, teachers, pad, "reverse_kl", 0.5)
+        same, same_kl = mopd_loss(student.model, samples, ["device"] * 3, teachers, pad, "reverse_kl", 0.5,
+                                  anchor=anchor, anchor_weight=2.0)
+        moved, moved_kl = mopd_loss(teacher.model, samples, ["device"] * 3, teachers, pad, "reverse_kl", 0.5,
+                                    anchor=anchor, anchor_weight=2.0)  # a student that has moved (to its teacher)
+        to_teacher, _ = mopd_loss(teacher.model, samples, ["device"] * 3, teachers, pad, "reverse_kl", 0.5)
+    assert "anchor" not in plain_kl and same_kl["anchor"] == pytest.approx(0.0, abs=1e-6)
+    assert float(same) == pytest.approx(float(plain), rel=1e-5)
+    assert moved_kl["anchor"] > 0.01 and float(moved) == pytest.approx(float(to_teacher) + 2.0 * moved_kl["anchor"], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_a_run_with_an_anchor_logs_its_kl(run_dir, trained_student):  # noqa: F811
+    assert main(config(run_dir, trained_student, anchor=0.5, steps=2)) == 0
+    steps = [json.loads(line) for line in (run_dir / "mopd" / "curves.jsonl").read_text().splitlines()]
+    kls = [c["kl"]["anchor"] for c in steps if "loss" in c]
+    assert len(kls) == 2 and kls[0] == pytest.approx(0.0, abs=1e-6) and kls[1] > 0  # the first step starts at the anchor
+
+
 @pytest.mark.slow
 def test_killed_run_resumes_to_identical_weights(run_dir, trained_student, tmp_path):  # noqa: F811
     from botpsy.model.checkpoint import load_checkpoint

@@ -246,13 +246,15 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
             if config.interrupt_after is not None and progress.step >= config.interrupt_after:
                 bar.close()
                 return None
-        progress.epoch += 1
-        progress.batch_in_epoch = 0
+        if progress.batch_in_epoch >= len(shard):  # the epoch is done (not just the steps asked for)
+            progress.epoch += 1
+            progress.batch_in_epoch = 0
     bar.close()
     common.save_training_state(accelerator, out)
     dev_metrics = evaluate(config, accelerator.unwrap_model(model), tokenizer, dev, dev_rows, dev_eval, pad_id)
     curves.write({"step": progress.step, "tokens_seen": progress.tokens_seen, "dev": dev_metrics})
-    return {"steps": progress.step, "epochs": progress.epoch, "tokens_seen": progress.tokens_seen, "dev": dev_metrics}
+    epochs = progress.epoch + progress.batch_in_epoch / max(1, len(shard))
+    return {"steps": progress.step, "epochs": round(epochs, 3), "tokens_seen": progress.tokens_seen, "dev": dev_metrics}
 
 
 def evaluate(config, model, tokenizer, dev, dev_rows, dev_eval, pad_id) -> dict:

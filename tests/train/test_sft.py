@@ -38,9 +38,9 @@ def data_dir(tmp_path):
 
 
 def run(tiny_checkpoint, data_dir, out, **overrides):
-    config = SFTConfig(init=str(tiny_checkpoint), data=str(data_dir), out=str(out), steps=8, batch_tokens=2048,
-                       lr=3e-3, warmup_steps=2, eval_every=0, eval_examples=2, eval_max_new_tokens=24, save_every=2,
-                       threads=1, **overrides)
+    settings = dict(init=str(tiny_checkpoint), data=str(data_dir), out=str(out), steps=8, batch_tokens=2048,
+                    lr=3e-3, warmup_steps=2, eval_every=0, eval_examples=2, eval_max_new_tokens=24, save_every=2, threads=1)
+    config = SFTConfig(**{**settings, **overrides})
     assert main(config) == 0
 
 
@@ -73,6 +73,20 @@ def test_killed_run_resumes_to_identical_weights(tiny_checkpoint, data_dir, tmp_
     a, b = load_checkpoint(straight).model.state_dict(), load_checkpoint(resumed).model.state_dict()
     for name in a:
         assert torch.equal(a[name], b[name]), name
+
+
+def test_a_run_that_stops_mid_epoch_is_continued_where_it_stopped(tiny_checkpoint, data_dir, tmp_path):
+    """Stopping at --steps inside an epoch saves that position: asking the same folder for more steps
+    goes on with the same epoch's next batches, as one longer run would (not a fresh shuffle)."""
+    straight, continued = tmp_path / "straight", tmp_path / "continued"
+    run(tiny_checkpoint, data_dir, straight, steps=6, batch_tokens=384)
+    run(tiny_checkpoint, data_dir, continued, steps=3, batch_tokens=384)
+    meta = json.loads((continued / "meta.json").read_text())
+    assert 0 < meta["epochs"] < 1  # a fraction of the first epoch, not "1"
+    run(tiny_checkpoint, data_dir, continued, steps=6, batch_tokens=384)
+    tokens = lambda out: [c["tokens_seen"] for c in map(json.loads, (out / "curves.jsonl").read_text().splitlines()) if "loss" in c]
+    assert tokens(continued) == tokens(straight) and len(tokens(straight)) == 6
+    assert json.loads((continued / "meta.json").read_text())["epochs"] == json.loads((straight / "meta.json").read_text())["epochs"]
 
 
 def test_dry_run_reports_plan(tiny_checkpoint, data_dir, tmp_path, capsys):

@@ -155,6 +155,7 @@ def write_record(config: ExportConfig, out: Path, files: dict, notices: list[str
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "botpsy_version": botpsy.__version__,
         "checkpoint": str(checkpoint_path),
+        "checkpoint_files": checkpoint_files(checkpoint_path),
         "checkpoint_stage": stage,
         "model_type": model_type,
         "architecture": arch,
@@ -169,19 +170,30 @@ def write_record(config: ExportConfig, out: Path, files: dict, notices: list[str
     return record
 
 
+def checkpoint_files(checkpoint_path) -> dict[str, list[int]]:
+    """Name -> [size, mtime in ns] of a checkpoint's weight and meta files: what tells a retrained
+    checkpoint in the same folder from the one an earlier export read."""
+    path = Path(str(checkpoint_path))
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf")
+                                                 or p.name in ("config.json", "meta.json")) if path.is_dir() else []
+    return {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in files}
+
+
 def earlier_files(out: Path, checkpoint_path, written: dict) -> tuple[dict, list[str], int | None]:
     """(file records, notices, vocab size) that a call writing only some formats keeps from ``out/meta.json``.
 
     Exporting ``lora`` into a folder of merged files (or one format again) must not drop the
     records of the files it left alone. Records are kept only when they came from the same
-    checkpoint and their file is still there with the recorded size; another checkpoint's go.
+    checkpoint, unchanged since (its files' sizes and times), and their file is still there with
+    the recorded size; another checkpoint's, or a retrained one's, go.
     """
     meta = out / "meta.json"
     try:
         old = json.loads(meta.read_text()) if meta.is_file() else {}
     except json.JSONDecodeError:
         old = {}
-    if not old or Path(str(old.get("checkpoint", ""))).resolve() != Path(str(checkpoint_path)).resolve():
+    if not old or Path(str(old.get("checkpoint", ""))).resolve() != Path(str(checkpoint_path)).resolve() \
+            or old.get("checkpoint_files") != checkpoint_files(checkpoint_path):
         return {}, [], None
     kept = {name: f for name, f in (old.get("files") or {}).items()
             if name not in written and (out / str(f.get("file", ""))).is_file()

@@ -67,10 +67,14 @@ def eval_folder(page: Page, folder: str) -> list[str]:
     labels = list(summary["models"])
     plot = "eval_device.png" if folder == "eval" else f"{folder.replace('-', '_')}_device.png"
     lines += ["Key figures:", ""] + figure_table(summary, labels, KEY_ROWS) + [""] + eval_plot(page, summary, labels, plot)
-    checkpoints = [label for label in labels if not is_release_file(summary["models"][label])]
-    formats = [label for label in labels if is_release_file(summary["models"][label])]
     all_rows = eval_report.suite_rows(summary) + eval_report.METRIC_ROWS
-    for title, group in (("By model (checkpoints, bases, stages)", checkpoints), ("By release format (GGUF files)", formats)):
+    if folder == "eval":  # the main evaluation: models and release formats apart
+        checkpoints = [label for label in labels if not is_release_file(summary["models"][label])]
+        formats = [label for label in labels if is_release_file(summary["models"][label])]
+        groups = [("By model (checkpoints, bases, stages)", checkpoints), ("By release format (GGUF files)", formats)]
+    else:  # a side-by-side folder (the gate, the stages) stays one table, in its own order
+        groups = [("Every figure", labels)]
+    for title, group in groups:
         if group:
             lines += [f"#### {title}", ""] + figure_table(summary, group, all_rows) + [""]
     lines += eval_report.quant_lines(summary) + eval_report.left_out_lines(summary)

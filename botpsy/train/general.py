@@ -152,15 +152,22 @@ def as_example(request: dict, answer: str, thinking: bool) -> dict:
 
 
 def answer_requests(config: GeneralConfig, requests: list[dict], answers_file: Path) -> list[dict]:
-    """Every request's answer record (``{"id", "answer", "finish_reason", "seconds"}``), reusing the ones
-    already in ``answers_file`` and appending new ones as they are made."""
+    """Every request's answer record (``{"id", "prompt", "model", "max_tokens", "answer", "finish_reason",
+    "seconds"}``), reusing the ones already in ``answers_file`` that answered the same prompt with the
+    same model and cap, and appending new ones as they are made."""
     done = {}
-    for line in answers_file.read_text().splitlines() if answers_file.is_file() else []:
+    wanted = {r["id"]: (r["prompt"], config.model, config.max_tokens) for r in requests}
+    text = answers_file.read_text() if answers_file.is_file() else ""
+    for line in text.splitlines():
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut short by an interruption: that request is answered again
-        done[record["id"]] = record
+        if wanted.get(record.get("id")) == (record.get("prompt"), record.get("model"), record.get("max_tokens")):
+            done[record["id"]] = record
+    if text and not text.endswith("\n"):  # close the cut line, so the next record starts a line of its own
+        with answers_file.open("a") as sink:
+            sink.write("\n")
     todo = [r for r in requests if r["id"] not in done]
     if todo:
         from botpsy.agent.backends import open_backend
@@ -177,8 +184,9 @@ def answer_requests(config: GeneralConfig, requests: list[dict], answers_file: P
                 for i, request in enumerate(todo, 1):
                     start = time.perf_counter()
                     result = run_turn(backend, [{"role": "user", "content": request["prompt"]}], None, settings)
-                    record = {"id": request["id"], "answer": result.content, "finish_reason": result.finish_reason,
-                              "seconds": round(time.perf_counter() - start, 2)}
+                    record = {"id": request["id"], "prompt": request["prompt"], "model": config.model,
+                              "max_tokens": config.max_tokens, "answer": result.content,
+                              "finish_reason": result.finish_reason, "seconds": round(time.perf_counter() - start, 2)}
                     sink.write(json.dumps(record) + "\n")
                     sink.flush()
                     done[request["id"]] = record

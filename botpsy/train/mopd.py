@@ -346,6 +346,8 @@ def main(config: MOPDConfig) -> int:
     if config.divergence == "jsd" and not 0.0 < config.jsd_beta < 1.0:
         raise ValueError(f"--jsd-beta must lie strictly between 0 and 1, got {config.jsd_beta}")
     groups = [g.strip() for g in config.groups.split(",") if g.strip()]
+    if config.anchor > 0 and "anchor" in groups:
+        raise ValueError("a task group cannot be called 'anchor' while --anchor is on (its KL is logged under that name)")
     out = Path(config.out)
     ckpt, model, adapter_meta = load_for_training(config.student, config.lora_rank, dtype=config.dtype)
     tokenizer = ckpt.tokenizer
@@ -378,11 +380,15 @@ def main(config: MOPDConfig) -> int:
         teacher.to(accelerator.device)
     teacher_eval = teacher_accuracy(teachers, tokenizer, dev_by_group, config, out, manifest)
     anchor = None
-    if config.anchor > 0:  # the student as it starts, frozen: what the anchor term holds it near
-        from botpsy.model.checkpoint import load_checkpoint
+    if config.anchor > 0:
+        import copy
+
         from botpsy.train.teachers import LocalTeacher
 
-        anchor = LocalTeacher("anchor", config.student, load_checkpoint(config.student, dtype=config.dtype).model, tokenizer)
+        # The student as it starts (a resumed run restores its trained weights only in train_loop), frozen.
+        # A copy rather than a fresh load: merging a LoRA adapter into a bfloat16 base rounds away
+        # about as much as the adapter changes.
+        anchor = LocalTeacher("anchor", config.student, copy.deepcopy(model), tokenizer)
         anchor.to(accelerator.device)
     result = train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_eval, accelerator, out, manifest,
                         anchor)

@@ -253,7 +253,9 @@ def train_loop(config, model, tokenizer, train, dev, dev_rows, accelerator, out,
     common.save_training_state(accelerator, out)
     dev_metrics = evaluate(config, accelerator.unwrap_model(model), tokenizer, dev, dev_rows, dev_eval, pad_id)
     curves.write({"step": progress.step, "tokens_seen": progress.tokens_seen, "dev": dev_metrics})
-    epochs = progress.epoch + progress.batch_in_epoch / max(1, len(shard))
+    # Recomputed here: a resumed run that was already done never entered the loop above.
+    batches = common.token_budget_batches(train, config.batch_tokens, config.seed, progress.epoch)
+    epochs = progress.epoch + progress.batch_in_epoch / max(1, len(batches[accelerator.process_index :: accelerator.num_processes]))
     return {"steps": progress.step, "epochs": round(epochs, 3), "tokens_seen": progress.tokens_seen, "dev": dev_metrics}
 
 

@@ -174,12 +174,13 @@ def main(config: DataConfig) -> int:
         originals = examples
         if split == "train" and config.value_swaps:
             examples = with_value_swaps(examples, config.value_swaps, config.seed)
-        if split == "train" and config.general:
-            examples = examples + read_general(Path(config.general))
+        swapped = len(examples) - len(originals)
+        general = read_general(Path(config.general)) if split == "train" and config.general else []
+        examples = examples + general
         write_jsonl(out / f"{split}.jsonl", examples)
         summary[split] = {"examples": len(examples), "thinking_on": sum(e["thinking"] for e in examples),
                           "kinds": dict(sorted(Counter(e["kind"] for e in examples).items())),
-                          "value_swapped_copies": len(examples) - len(originals)}
+                          "value_swapped_copies": swapped, "general": len(general)}
         if split == "train":
             write_corpus(out / "corpus.txt", originals)  # the tokenizer learns what users type, not made-up words
     meta = {"stage": "data", "config": vars(config), "tasks_meta": str(Path(config.tasks)), "splits": summary,

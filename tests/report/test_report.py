@@ -186,6 +186,7 @@ def test_a_student_run_reads_its_own_files_and_shows_its_gate(tmp_path):
     assert f"produce it with `botpsy student --run {run} --only stages-eval`" in text
     assert f"produce it with `botpsy student --run {run} --only bench`" in text
     assert [Path(p).name for p in result["plots"]] == ["eval_quant_device.png"]
+    assert "#### Every figure" in gate and "#### By release format" not in gate  # one table, in the gate's order
 
 
 def test_a_corrupt_file_is_named_and_the_rest_still_renders(tmp_path, capsys):

@@ -74,10 +74,12 @@ def test_answers_are_checked_kept_resumed_and_mixed_into_the_train_split(monkeyp
     assert cli_main(command) == 0  # resumed: nothing to answer again
     assert [json.loads(line) for line in (out / "general.jsonl").read_text().splitlines()] == kept
     lines = (out / "answers.jsonl").read_text().splitlines()
-    (out / "answers.jsonl").write_text("\n".join(lines[:-1] + [lines[-1][:20]]) + "\n")  # killed mid-line
+    (out / "answers.jsonl").write_text("\n".join(lines[:-1] + [lines[-1][:20]]))  # killed mid-line, no newline
     monkeypatch.setattr("botpsy.agent.backends.open_backend", fake_open)
     assert cli_main(command) == 0 and len(opened[-1].calls) == 1  # only the cut request again
     assert [json.loads(line) for line in (out / "general.jsonl").read_text().splitlines()] == kept
+    monkeypatch.setattr("botpsy.agent.backends.open_backend", lambda *a: pytest.fail("the cut line was mended"))
+    assert cli_main(command) == 0
 
     mixed = tmp_path / "data"
     assert cli_main(["data", "--tasks", str(device_data.parent / "tasks"), "--out", str(mixed),
@@ -93,6 +95,14 @@ def test_answers_are_checked_kept_resumed_and_mixed_into_the_train_split(monkeyp
     answer = kept[0]["messages"][1]["content"]
     trained = tiny_tokenizer.decode([x for x, y in zip(encoded[0].input_ids, encoded[0].labels) if y != IGNORE])
     assert answer in trained and kept[0]["messages"][0]["content"] not in trained  # loss on the answer only
+
+    # Another model, or another seed's prompts under the same ids, is answered anew, never paired with old answers.
+    monkeypatch.setattr("botpsy.agent.backends.open_backend", fake_open)
+    assert cli_main(command[:2] + ["other-base"] + command[3:]) == 0 and len(opened[-1].calls) == 60
+    assert cli_main(command + ["--seed", "1"]) == 0 and len(opened[-1].calls) == 60
+    reseeded = [json.loads(line) for line in (out / "general.jsonl").read_text().splitlines()]
+    prompts = {r["id"]: r["prompt"] for r in general.draw_requests(60, seed=1)}
+    assert all(e["messages"][0]["content"] == prompts[e["id"]] for e in reseeded)
 
 
 def test_a_file_that_is_not_general_output_is_refused(tmp_path, device_data, capsys):

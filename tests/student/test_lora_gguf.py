@@ -171,3 +171,10 @@ def test_exporting_the_adapter_beside_merged_files_keeps_their_records(student_s
     shutil.copytree(student_sft, other)
     assert main(["export", str(other), "--out", str(tmp_path), "--formats", "lora", "--json"]) == 0
     assert sorted(json.loads((tmp_path / "meta.json").read_text())["files"]) == ["lora"]
+
+    # The same folder retrained (its weights rewritten) is another checkpoint too.
+    assert main(["export", str(other), "--out", str(tmp_path), "--formats", "q8_0", "--allow-fallback", "--json"]) == 0
+    weights = other / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes())
+    assert main(["export", str(other), "--out", str(tmp_path), "--formats", "lora", "--json"]) == 0
+    assert sorted(json.loads((tmp_path / "meta.json").read_text())["files"]) == ["lora"]

@@ -87,6 +87,8 @@ def test_a_run_that_stops_mid_epoch_is_continued_where_it_stopped(tiny_checkpoin
     tokens = lambda out: [c["tokens_seen"] for c in map(json.loads, (out / "curves.jsonl").read_text().splitlines()) if "loss" in c]
     assert tokens(continued) == tokens(straight) and len(tokens(straight)) == 6
     assert json.loads((continued / "meta.json").read_text())["epochs"] == json.loads((straight / "meta.json").read_text())["epochs"]
+    run(tiny_checkpoint, data_dir, continued, steps=6, batch_tokens=384)  # asked again once done: no new steps, no error
+    assert tokens(continued) == tokens(straight)
 
 
 def test_dry_run_reports_plan(tiny_checkpoint, data_dir, tmp_path, capsys):

@@ -198,12 +198,11 @@ def model_fingerprint(model: str) -> str:
     Rebuilding a model under the same path changes it, so old records are not reused for the new
     model. Endpoints and scripted models are identified by their name.
     """
-    path = Path(model)
-    if model.startswith(("http://", "https://", "scripted:")) or not path.exists():
+    from botpsy.model.checkpoint import weight_files
+
+    if model.startswith(("http://", "https://", "scripted:")) or not Path(model).exists():
         return model
-    files = [path] if path.is_file() else sorted(
-        p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf") or p.name == "config.json")
-    return model + "|" + ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+    return model + "|" + ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in weight_files(model))
 
 
 def run_fingerprint(model: str, settings: RunSettings, constrained: bool) -> str:

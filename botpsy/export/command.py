@@ -171,12 +171,12 @@ def write_record(config: ExportConfig, out: Path, files: dict, notices: list[str
 
 
 def checkpoint_files(checkpoint_path) -> dict[str, list[int]]:
-    """Name -> [size, mtime in ns] of a checkpoint's weight and meta files: what tells a retrained
-    checkpoint in the same folder from the one an earlier export read."""
-    path = Path(str(checkpoint_path))
-    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf")
-                                                 or p.name in ("config.json", "meta.json")) if path.is_dir() else []
-    return {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in files}
+    """Name -> [size, mtime in ns] of a checkpoint's weight files (the ones eval's records are
+    fingerprinted by): what tells a retrained checkpoint in the same folder from the one an earlier
+    export read."""
+    from botpsy.model.checkpoint import weight_files
+
+    return {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in weight_files(str(checkpoint_path))}
 
 
 def earlier_files(out: Path, checkpoint_path, written: dict) -> tuple[dict, list[str], int | None]:

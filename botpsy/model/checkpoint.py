@@ -91,6 +91,17 @@ def is_adapter_folder(path: str | Path) -> bool:
     return (Path(path) / ADAPTER_CONFIG).is_file()
 
 
+def weight_files(path: str | Path) -> list[Path]:
+    """The files whose sizes and modification times identify a model's weights: a model file itself,
+    or a checkpoint folder's weight files (.safetensors, .bin, .gguf) and config.json; [] otherwise."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf") or p.name == "config.json")
+    return []
+
+
 def read_model_type(path: str | Path) -> str:
     """The ``model_type`` of a checkpoint (folder, adapter folder, base name or GGUF), with a clear error."""
     from botpsy.model.bases import is_gguf_source, resolve_base

@@ -55,7 +55,7 @@ def run_kind(root: Path) -> str:
     return "student" if any((root / f"student{suffix}").is_file() for suffix in (".json", "_config.json")) else "speedrun"
 
 
-def run_steps(kind: str) -> list:
+def steps_of(kind: str) -> list:
     """The steps of the command that makes a run folder of this kind."""
     if kind == "student":
         from botpsy.student import STEPS
@@ -74,7 +74,7 @@ class RunFolder:
     def __init__(self, root: Path):
         self.root = root
         self.kind = run_kind(root)
-        self.steps = run_steps(self.kind)
+        self.steps = steps_of(self.kind)
         self.problems: list[str] = []
         self.missing: list[str] = []  # run-folder paths reported as "not run"
         self.touched: list[str] = []  # files read since the last reset, named when a section fails

@@ -1,7 +1,8 @@
 """``botpsy general``: everyday requests answered by the base model itself, to mix into SFT.
 
 Trained on device-world tool tasks alone, the student treats every request as a tool task: asked
-for an article it says which search engines it would use (`runs/student/eval-sample`, IFEval).
+for an article it says which search engines it would use
+(`bench_out/student_eval_2026-12-06/sft_q4_k_m_ifeval_sample10.jsonl`).
 The report's SFT mixes general data in. No dataset hub is reachable here, so botpsy makes its own:
 
 * requests from a bank written here (a task such as "write a short blog post about ..." times a

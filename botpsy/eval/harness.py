@@ -193,11 +193,24 @@ def read_records(path: Path) -> dict[str, dict]:
 
 
 def model_fingerprint(model: str) -> str:
-    """What identifies a model's weights: a GGUF file's or a checkpoint's weight files' size and mtime.
+    """What identifies a model's weights: a GGUF file's or a checkpoint's weight files' names, sizes
+    and sha256.
 
-    Rebuilding a model under the same path changes it, so old records are not reused for the new
-    model. Endpoints and scripted models are identified by their name.
+    The bytes, not the path or the modification time: a model rebuilt byte for byte (a fresh clone
+    exporting the committed adapter again) keeps its records; any change to the weights makes new
+    ones. Endpoints, scripted models and base names are identified by their name.
     """
+    from botpsy.model.bases import file_digest
+    from botpsy.model.checkpoint import weight_files
+
+    if model.startswith(("http://", "https://", "scripted:")) or not Path(model).exists():
+        return model
+    return "|".join(f"{p.name}:{size}:{sha}" for p in weight_files(model) for size, sha in [file_digest(p)])
+
+
+def legacy_model_fingerprint(model: str) -> str:
+    """The fingerprint records were stamped with before it hashed the bytes: path, sizes and mtimes.
+    Still accepted while the files are untouched, so older records resume (and are re-stamped)."""
     from botpsy.model.checkpoint import weight_files
 
     if model.startswith(("http://", "https://", "scripted:")) or not Path(model).exists():
@@ -205,24 +218,27 @@ def model_fingerprint(model: str) -> str:
     return model + "|" + ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in weight_files(model))
 
 
-def run_fingerprint(model: str, settings: RunSettings, constrained: bool) -> str:
+def run_fingerprint(model: str, settings: RunSettings, constrained: bool, legacy: bool = False) -> str:
     """The model's fingerprint plus every setting that changes what it generates.
 
     A rerun with another token cap, thinking budget or turn limit, or with constrained calls
     switched (``constrained``: whether they are in effect on this backend), makes new records.
     """
     fields = dict(vars(settings), constrain_calls=constrained)
-    return model_fingerprint(model) + "|" + json.dumps(fields, sort_keys=True)
+    weights = legacy_model_fingerprint(model) if legacy else model_fingerprint(model)
+    return weights + "|" + json.dumps(fields, sort_keys=True)
 
 
-def set_aside_stale_records(folder: Path, fingerprint: str) -> Path | None:
+def set_aside_stale_records(folder: Path, fingerprint: str, also: tuple[str, ...] = ()) -> Path | None:
     """Resume only records made with this same model and settings: otherwise move the label's folder aside.
 
-    Returns where the old records went (``<label>.stale``), or None when they were kept.
+    ``also``: older stamps that mean the same model and settings; records under one are kept and the
+    stamp is rewritten as ``fingerprint``. Returns where the old records went (``<label>.stale``),
+    or None when they were kept.
     """
     stamp = folder / "model.json"
     moved = None
-    if stamp.is_file() and json.loads(stamp.read_text()).get("fingerprint") != fingerprint:
+    if stamp.is_file() and json.loads(stamp.read_text()).get("fingerprint") not in (fingerprint, *also):
         moved = folder.with_name(folder.name + ".stale")
         if moved.exists():
             shutil.rmtree(moved)
@@ -343,7 +359,8 @@ def main(config: EvalConfig) -> int:
         formats[label] = chat_format_for(backend, config.chat_format)
         settings = settings_of(config, formats[label])
         constrained[label] = config.constrain_calls and backend.supports_constraint and formats[label] == "botpsy"
-        moved = set_aside_stale_records(out / label, run_fingerprint(model, settings, constrained[label]))
+        moved = set_aside_stale_records(out / label, run_fingerprint(model, settings, constrained[label]),
+                                        also=(run_fingerprint(model, settings, constrained[label], legacy=True),))
         if moved:
             print(f"[eval] {label}: the model or the generation settings changed since its records were made; "
                   f"old records moved to {moved}", file=sys.stderr)

@@ -18,7 +18,6 @@ Example::
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import botpsy
 from botpsy.config import config_to_dict
+from botpsy.model.bases import file_digest
 from botpsy.export.gguf_file import check_gguf_file, tensor_type_counts
 from botpsy.export.gguf_writer import (
     ExportError,
@@ -67,17 +67,9 @@ def parse_formats(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def describe_file(path: Path, fmt: Format) -> dict:
     return {"file": path.name, "format": fmt.name, "description": fmt.description, "bytes": path.stat().st_size,
-            "sha256": sha256(path), "tensor_types": tensor_type_counts(path)}
+            "sha256": file_digest(path)[1], "tensor_types": tensor_type_counts(path)}
 
 
 def export_checkpoint(config: ExportConfig) -> dict:

@@ -92,7 +92,7 @@ def is_adapter_folder(path: str | Path) -> bool:
 
 
 def weight_files(path: str | Path) -> list[Path]:
-    """The files whose sizes and modification times identify a model's weights: a model file itself,
+    """The files that identify a model's weights (eval hashes them): a model file itself,
     or a checkpoint folder's weight files (.safetensors, .bin, .gguf) and config.json; [] otherwise."""
     path = Path(path)
     if path.is_file():

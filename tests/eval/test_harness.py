@@ -226,6 +226,8 @@ def test_eval_on_a_tiny_gguf(tmp_path, tiny_checkpoint):
 
 
 def test_records_of_a_rebuilt_model_are_set_aside(tmp_path):
+    import os
+
     model = tmp_path / "model-q8_0.gguf"
     model.write_bytes(b"first build")
     folder = tmp_path / "out" / "q8_0"
@@ -234,12 +236,38 @@ def test_records_of_a_rebuilt_model_are_set_aside(tmp_path):
     # Same model: records kept.
     assert harness.set_aside_stale_records(folder, harness.model_fingerprint(str(model))) is None
     assert (folder / "device.jsonl").is_file()
-    # Rebuilt under the same path: old records moved aside, nothing lost.
-    model.write_bytes(b"second, longer build")
+    # Rebuilt byte for byte (a fresh clone exporting the same adapter): a new mtime, records kept.
+    model.write_bytes(b"first build")
+    os.utime(model, ns=(1, 1))
+    assert harness.set_aside_stale_records(folder, harness.model_fingerprint(str(model))) is None
+    assert (folder / "device.jsonl").is_file()
+    # Rebuilt with other weights of the same size: old records moved aside, nothing lost.
+    model.write_bytes(b"other build")
     moved = harness.set_aside_stale_records(folder, harness.model_fingerprint(str(model)))
     assert moved == folder.with_name("q8_0.stale") and (moved / "device.jsonl").is_file()
     assert not (folder / "device.jsonl").exists()
     assert harness.model_fingerprint("http://localhost:8000/v1") == "http://localhost:8000/v1"
+
+
+def test_records_stamped_by_path_and_mtime_resume_and_are_restamped(tmp_path):
+    from botpsy.eval.suites import RunSettings
+
+    model = tmp_path / "model-lora.gguf"
+    model.write_bytes(b"adapter")
+    folder = tmp_path / "out" / "lora"
+    folder.mkdir(parents=True)
+    settings = RunSettings(max_tokens=64)
+    old = harness.run_fingerprint(str(model), settings, True, legacy=True)
+    assert str(model) in old  # the old stamp: path and mtime
+    (folder / "model.json").write_text(json.dumps({"fingerprint": old}))
+    (folder / "device.jsonl").write_text('{"id": "t1"}\n')
+    new = harness.run_fingerprint(str(model), settings, True)
+    assert harness.set_aside_stale_records(folder, new, also=(old,)) is None
+    assert (folder / "device.jsonl").is_file()
+    assert json.loads((folder / "model.json").read_text())["fingerprint"] == new
+    # Without the old stamp among the accepted ones, the records would have been set aside.
+    (folder / "model.json").write_text(json.dumps({"fingerprint": old}))
+    assert harness.set_aside_stale_records(folder, new) is not None
 
 
 def test_records_made_with_other_generation_settings_are_set_aside(tmp_path):

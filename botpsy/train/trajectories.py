@@ -43,6 +43,7 @@ class DataConfig:
     thinking_share: float = field(default=0.5, metadata={"help": "Share of examples rendered with thinking on."})
     value_swaps: int = field(default=0, metadata={"help": "Extra training copies of each train example whose copied values (names, queries, texts the user typed) are renamed to made-up ones everywhere (botpsy.train.augment); 0 = none."})
     general: str = field(default="", metadata={"help": "A general.jsonl from `botpsy general` (everyday requests answered by the base model) to add to the train split; empty: none."})
+    general_copies: int = field(default=1, metadata={"help": "Times each general example goes into the train split: sets their share beside the device tasks (a few hundred kept answers are a few percent of 3,700 task examples at 1)."})
     json: bool = field(default=False, metadata={"help": "Print the summary as JSON."})
 
 
@@ -148,14 +149,17 @@ def trajectory(task_record: dict, rng: random.Random, thinking_share: float) -> 
     }
 
 
-def read_general(path: Path) -> list[dict]:
-    """The kept examples of `botpsy general`: only the train split gets them."""
+def read_general(path: Path, copies: int = 1) -> list[dict]:
+    """The kept examples of `botpsy general`, each ``copies`` times (repeats get ids ``<id>~<k>``):
+    only the train split gets them."""
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist; make it with `botpsy general --out {path.parent}`")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if any(row.get("kind") != "general" or "messages" not in row for row in rows):
         raise ValueError(f"{path} is not a `botpsy general` output (every row has kind 'general' and messages)")
-    return rows
+    if copies < 1:
+        raise ValueError(f"--general-copies must be at least 1 (got {copies})")
+    return rows + [{**row, "id": f"{row['id']}~{k}"} for k in range(1, copies) for row in rows]
 
 
 def read_tasks(path: Path) -> list[dict]:
@@ -175,12 +179,13 @@ def main(config: DataConfig) -> int:
         if split == "train" and config.value_swaps:
             examples = with_value_swaps(examples, config.value_swaps, config.seed)
         swapped = len(examples) - len(originals)
-        general = read_general(Path(config.general)) if split == "train" and config.general else []
+        general = read_general(Path(config.general), config.general_copies) if split == "train" and config.general else []
         examples = examples + general
         write_jsonl(out / f"{split}.jsonl", examples)
         summary[split] = {"examples": len(examples), "thinking_on": sum(e["thinking"] for e in examples),
                           "kinds": dict(sorted(Counter(e["kind"] for e in examples).items())),
-                          "value_swapped_copies": swapped, "general": len(general)}
+                          "value_swapped_copies": swapped, "general": len(general),
+                          "general_copies": config.general_copies if general else 0}
         if split == "train":
             write_corpus(out / "corpus.txt", originals)  # the tokenizer learns what users type, not made-up words
     meta = {"stage": "data", "config": vars(config), "tasks_meta": str(Path(config.tasks)), "splits": summary,

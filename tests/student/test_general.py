@@ -86,6 +86,15 @@ def test_answers_are_checked_kept_resumed_and_mixed_into_the_train_split(monkeyp
                      "--general", str(out / "general.jsonl")]) == 0
     splits = json.loads((mixed / "meta.json").read_text())["splits"]
     assert splits["train"]["kinds"]["general"] == len(kept) and "general" not in splits["test"]["kinds"]
+    # --general-copies sets their share: each kept answer goes in that many times, under its own id.
+    assert cli_main(["data", "--tasks", str(device_data.parent / "tasks"), "--out", str(tmp_path / "data3"),
+                     "--general", str(out / "general.jsonl"), "--general-copies", "3"]) == 0
+    train3 = [json.loads(line) for line in (tmp_path / "data3" / "train.jsonl").read_text().splitlines()]
+    tripled = [e for e in train3 if e["kind"] == "general"]
+    assert len(tripled) == 3 * len(kept) and len({e["id"] for e in train3}) == len(train3)
+    assert json.loads((tmp_path / "data3" / "meta.json").read_text())["splits"]["train"]["general_copies"] == 3
+    assert cli_main(["data", "--tasks", str(device_data.parent / "tasks"), "--out", str(tmp_path / "data0"),
+                     "--general", str(out / "general.jsonl"), "--general-copies", "0"]) != 0
 
     from botpsy.train.encode import IGNORE
     from botpsy.train.sft import encode_all

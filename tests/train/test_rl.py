@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from botpsy.model.checkpoint import load_checkpoint
-from botpsy.train import rl
+from botpsy.train import episodes, rl
 from botpsy.train.rl import RLConfig, clipped_policy_loss, group_advantages, k3_kl
 from botpsy.train.rollout import Sample, score_completions
 from tests.chat.conversations import A, S, U, call
@@ -248,14 +248,14 @@ def gold_episode(task, tokenizer):
     from botpsy.chat.template import render_completion
     from botpsy.world import GoldAgent
 
-    episode = rl.start_episode(task, thinking=True)
+    episode = episodes.start_episode(task, thinking=True)
     gold = GoldAgent(task)
     while not episode.done and len(episode.samples) < 10:
-        prompt = rl.episode_prompt(episode)
+        prompt = episodes.episode_prompt(episode)
         message = gold(list(episode.messages), task.tools)
         text = render_completion("Next step.", message.get("content", ""), message.get("tool_calls"))
         ids = lambda s: tokenizer(s, add_special_tokens=False)["input_ids"]
-        rl.advance(episode, Sample(ids(prompt), ids(text), text, True), tokenizer, max_retries=2)
+        episodes.advance(episode, Sample(ids(prompt), ids(text), text, True), tokenizer, max_retries=2)
     return episode
 
 
@@ -267,9 +267,9 @@ def test_round2_episode_reward_uses_the_checker_and_masks_only_the_models_turns(
     episode = gold_episode(multi_step_task, tiny_tokenizer)
     verdict = evaluate(multi_step_task, Transcript.from_world(episode.messages, episode.world))
     assert verdict.success
-    rollout = rl.score_episode(episode, RewardConfig())
+    rollout = episodes.score_episode(episode, RewardConfig())
     assert rollout.success and rollout.parts["task"] == verdict.score and rollout.reward == pytest.approx(verdict.score)
-    assert len(rollout.samples) == rl.gold_turn_count(multi_step_task) >= 3
+    assert len(rollout.samples) == episodes.gold_turn_count(multi_step_task) >= 3
     # Tool results are in the next turn's prompt, never in a completion (the only tokens with loss).
     second_prompt = tiny_tokenizer.decode(rollout.samples[1].prompt_ids)
     assert "<tool_response>" in second_prompt
@@ -283,25 +283,25 @@ def test_round2_episode_reward_uses_the_checker_and_masks_only_the_models_turns(
 def test_round2_a_wrong_episode_scores_below_the_gold_one(tiny_tokenizer, multi_step_task):
     from botpsy.train.rewards import RewardConfig
 
-    episode = rl.start_episode(multi_step_task, thinking=True)
+    episode = episodes.start_episode(multi_step_task, thinking=True)
     text = "Hmm.\n</think>\n\nI have done it.<|im_end|>"
     ids = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
-    rl.advance(episode, Sample([1], ids, text, True), tiny_tokenizer, max_retries=2)
+    episodes.advance(episode, Sample([1], ids, text, True), tiny_tokenizer, max_retries=2)
     assert episode.done  # an answer without a question: the simulated user has nothing to add
-    rollout = rl.score_episode(episode, RewardConfig())
+    rollout = episodes.score_episode(episode, RewardConfig())
     assert not rollout.success and rollout.reward < 0.5
 
 
 def test_round2_format_errors_are_fed_back_outside_the_transcript_then_end_the_episode(tiny_tokenizer, multi_step_task):
-    episode = rl.start_episode(multi_step_task, thinking=True)
+    episode = episodes.start_episode(multi_step_task, thinking=True)
     start = len(episode.messages)
     broken = "Call it.\n</think>\n\n<tool_call>\n<function=list_alarms>\n<parameter=x>\n<|im_end|>"
     ids = tiny_tokenizer(broken, add_special_tokens=False)["input_ids"]
-    rl.advance(episode, Sample([1], ids, broken, True), tiny_tokenizer, max_retries=1)
+    episodes.advance(episode, Sample([1], ids, broken, True), tiny_tokenizer, max_retries=1)
     assert not episode.done and len(episode.messages) == start and episode.feedback
-    prompt = rl.episode_prompt(episode)
+    prompt = episodes.episode_prompt(episode)
     assert "<function=list_alarms>" in prompt and "tool_call" in episode.feedback[1]["content"]
-    rl.advance(episode, Sample([1], ids, broken, True), tiny_tokenizer, max_retries=1)
+    episodes.advance(episode, Sample([1], ids, broken, True), tiny_tokenizer, max_retries=1)
     assert episode.done and len(episode.messages) == start + 1 and len(episode.samples) == 2
 
 

@@ -4,9 +4,10 @@ For each model and suite the items run one by one (or ``--concurrency`` at a tim
 HTTP server) and each finished item is appended to ``OUT/<label>/<suite>.jsonl`` at once: the
 prompt or messages, the raw output, parsed calls, the verdict, tokens, timings and loop-guard
 events. A rerun reads those files and runs only the items not there yet (an item that failed
-with a backend error is run again); if the model's weights changed since (a rebuilt GGUF or
-checkpoint under the same path) or a generation setting did (token cap, thinking, turn limits,
-constrained calls), its old records are moved aside to ``OUT/<label>.stale``. Then ``OUT/summary.json`` (every suite's summary and the
+with a backend error is run again). Records are stamped with the weights' sha256 and the
+generation settings: a model rebuilt byte for byte resumes them, while other weights or another
+setting (token cap, thinking, turn limits, constrained calls) move them aside to
+``OUT/<label>.stale``. Then ``OUT/summary.json`` (every suite's summary and the
 metrics of ``botpsy.eval.metrics`` per model) and ``OUT/table.md`` (models as columns).
 
 ``--compare-quants DIR`` evaluates the bf16, Q8_0 and Q4_K_M GGUFs found in DIR and reports each

@@ -49,6 +49,7 @@ case "${1:-}" in
     [[ -d $STORE ]] || { echo "nothing saved in $STORE" >&2; exit 1; }
     for dir in "$STORE"/eval*/*/; do
       dir=${dir%/}
+      [[ -f $dir/model.json ]] || continue
       copy_label "$dir" "$RUN/${dir#"$STORE"/}" restore
     done ;;
   *) echo "usage: bash bench/student_records.sh save|restore" >&2; exit 2 ;;

@@ -193,6 +193,11 @@ def read_records(path: Path) -> dict[str, dict]:
     return records
 
 
+def named_only(model: str) -> bool:
+    """Endpoints, scripted models and base names: no local weight files, so the name identifies them."""
+    return model.startswith(("http://", "https://", "scripted:")) or not Path(model).exists()
+
+
 def model_fingerprint(model: str) -> str:
     """What identifies a model's weights: a GGUF file's or a checkpoint's weight files' names, sizes
     and sha256.
@@ -204,7 +209,7 @@ def model_fingerprint(model: str) -> str:
     from botpsy.model.bases import file_digest
     from botpsy.model.checkpoint import weight_files
 
-    if model.startswith(("http://", "https://", "scripted:")) or not Path(model).exists():
+    if named_only(model):
         return model
     return "|".join(f"{p.name}:{size}:{sha}" for p in weight_files(model) for size, sha in [file_digest(p)])
 
@@ -214,7 +219,7 @@ def legacy_model_fingerprint(model: str) -> str:
     Still accepted while the files are untouched, so older records resume (and are re-stamped)."""
     from botpsy.model.checkpoint import weight_files
 
-    if model.startswith(("http://", "https://", "scripted:")) or not Path(model).exists():
+    if named_only(model):
         return model
     return model + "|" + ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in weight_files(model))
 

@@ -20,7 +20,9 @@ while a tool call is open, allows only the tokens that keep the call valid for t
 * after ``</function>``: ``\\n</tool_call>``.
 
 Everywhere else (reasoning, plain answers) nothing is constrained, so the model can still answer,
-refuse or ask back instead of calling. Whether to call, and which of the offered tools, stays the
+refuse or ask back instead of calling. A turn offered no tools at all gets ``NoCallConstraint``
+instead: every token but the one that opens a call (a model trained on tool tasks otherwise
+answers an essay request with ``<tool_call>``). Whether to call, and which of the offered tools, stays the
 model's choice: the constraint only removes the options that could never be valid.
 
 It works on text, so one object serves every backend whose vocabulary can be listed as strings:
@@ -62,6 +64,7 @@ TAG_MARKS = ("<parameter", "<function", "</function", "<tool_call", "</tool_call
 # A number as the whole text of a value, and what may precede the end of one being written.
 _NUMBER = {"integer": re.compile(r"-?\d+"), "number": re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")}
 _NUMBER_SO_FAR = {"integer": re.compile(r"-?\d*"), "number": re.compile(r"-?\d*\.?\d*([eE][-+]?\d*)?")}
+_CALL_MARK = TOOL_CALL_OPEN.rstrip(">")
 _NUMBER_CHARS = set("-+.0123456789eE\n ") | set(PARAMETER_CLOSE)  # a number, then its close
 _CLOSED = {PARAMETER_CLOSE + extra for extra in _TRAILING}  # a value's close, with what a token may carry past it
 
@@ -83,6 +86,11 @@ class TokenTable:
     def free_value_ids(self) -> frozenset[int]:
         """Tokens a free-text value may use: every token without a tag in it (one shared set)."""
         return frozenset(i for i, text in enumerate(self.pieces) if text and not any(m in text for m in TAG_MARKS))
+
+    @functools.cached_property
+    def call_free_ids(self) -> frozenset[int]:
+        """Every token that does not open a tool call (one shared set)."""
+        return frozenset(i for i, text in enumerate(self.pieces) if _CALL_MARK not in text)
 
     @functools.cached_property
     def number_candidates(self) -> list[int]:
@@ -175,6 +183,24 @@ class CallConstraint:
         if all(p in used for p in schema.get("required") or []):
             options.append("\n" + FUNCTION_CLOSE)
         return tail, options
+
+
+class NoCallConstraint:
+    """For a turn offered no tools: any token except one that opens a tool call.
+
+    >>> table = TokenTable(["<tool_call>", "Hello", " world"])
+    >>> sorted(NoCallConstraint(table).allowed_ids("Hello"))
+    [1, 2]
+    """
+
+    def __init__(self, table: TokenTable) -> None:
+        self.table = table
+
+    def after(self, written: str) -> "NoCallConstraint":
+        return self
+
+    def allowed_ids(self, text: str) -> frozenset[int]:
+        return self.table.call_free_ids
 
 
 FREE_VALUE = "free"  # ``targets`` of a free-text value: any token without a tag

@@ -82,6 +82,9 @@ class EvalConfig:
     constrain_calls: bool = field(default=True, metadata={
         "help": "Keep tool calls to the offered tools, their parameters and enum values on local backends "
                 "(botpsy.chat.constrain; HTTP endpoints are never constrained, so compare those with --no-constrain-calls)."})
+    calls_need_tools: bool = field(default=False, metadata={
+        "help": "A turn offered no tools (IFEval, IFBench) cannot open a tool call, as in `botpsy chat` and "
+                "`serve`; off by default, so the evaluation reads the model's own choice."})
     chat_format: str = field(default="auto", metadata={
         "help": "Prompt and parse format: 'botpsy' (the Qwen3.5 wire format botpsy trains), 'native' (each model's own "
                 "chat template from its GGUF, calls read leniently: fair baselines for pretrained models), or 'auto' "
@@ -160,7 +163,7 @@ def settings_of(config: EvalConfig, chat_format: str = "botpsy") -> RunSettings:
     return RunSettings(max_tokens=config.max_tokens, thinking_budget=config.thinking_budget,
                        enable_thinking=config.enable_thinking, max_turns=config.max_turns,
                        token_budget=config.token_budget, constrain_calls=config.constrain_calls,
-                       chat_format=chat_format)
+                       calls_need_tools=config.calls_need_tools, chat_format=chat_format)
 
 
 def chat_format_for(backend: Backend, wanted: str) -> str:
@@ -231,6 +234,8 @@ def run_fingerprint(model: str, settings: RunSettings, constrained: bool, legacy
     switched (``constrained``: whether they are in effect on this backend), makes new records.
     """
     fields = dict(vars(settings), constrain_calls=constrained)
+    if not fields.get("calls_need_tools"):
+        fields.pop("calls_need_tools", None)  # the default leaves the stamps of older records as they were
     weights = legacy_model_fingerprint(model) if legacy else model_fingerprint(model)
     return weights + "|" + json.dumps(fields, sort_keys=True)
 

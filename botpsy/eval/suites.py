@@ -47,11 +47,15 @@ class RunSettings:
     token_budget: int = 0  # device: most generated tokens per task (0 = 4 x max_tokens)
     constrain_calls: bool = True  # local backends keep calls to the offered tools (HTTP ones cannot)
     chat_format: str = "botpsy"  # "native": a base model in its own template (botpsy.chat.native)
+    # A turn offered no tools cannot open a call, as in chat and serve. Off by default: the
+    # evaluation reads the model's own choice (and records made before it existed stay valid).
+    calls_need_tools: bool = False
 
     def generation(self) -> GenerateConfig:
         return GenerateConfig(max_tokens=self.max_tokens, sampling=SamplingConfig(temperature=0.0),
                               on_loop="observe", thinking_budget=self.thinking_budget,
                               constrain_calls=self.constrain_calls and self.chat_format == "botpsy",
+                              calls_need_tools=self.calls_need_tools,
                               chat_format=self.chat_format)
 
     def chat_format_of(self, backend: Backend):

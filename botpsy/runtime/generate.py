@@ -79,6 +79,8 @@ class GenerateConfig:
     constrain_calls: bool = field(default=True, metadata={
         "help": "Inside a tool call, allow only offered tool names, their parameter names and enum values, "
                 "and no closing before the required parameters (botpsy.chat.constrain; local backends only)."})
+    calls_need_tools: bool = field(default=True, metadata={
+        "help": "A turn offered no tools cannot open a tool call (its token is masked; local backends only)."})
     chat_format: str = field(default="botpsy", metadata={
         "help": "How the output is read: botpsy's Qwen3.5 wire format, or 'native' (a base model in its own "
                 "template: calls read leniently, no reasoning block, no constraint; botpsy.chat.native).",
@@ -204,6 +206,10 @@ class _Turn:
             from botpsy.chat.constrain import CallConstraint
 
             self.constraint = CallConstraint(tools, backend.token_table())
+        elif not tools and config.calls_need_tools and backend.supports_constraint and not self.native:
+            from botpsy.chat.constrain import NoCallConstraint
+
+            self.constraint = NoCallConstraint(backend.token_table())
         self.tokens: list[_Token] = []
         self.parser = StreamParser(tools, thinking=self.thinking)
         self.detectors = {REASONING: LoopDetector(config.loop_guard), ANSWER: LoopDetector(config.loop_guard)}

@@ -37,6 +37,15 @@ def test_outside_a_call_nothing_is_constrained(table):
     assert CallConstraint([], table).allowed_ids("<tool_call>\n<function") is None  # no tools: free
 
 
+def test_a_turn_without_tools_cannot_open_a_call(table):
+    from botpsy.chat.constrain import NoCallConstraint
+
+    allowed = NoCallConstraint(table).after("Sure.").allowed_ids("Here")
+    opening = {i for i, text in enumerate(table.pieces) if "<tool_call" in text}
+    assert opening and not opening & allowed
+    assert allowed | opening == set(range(len(table.pieces)))  # everything else stays open
+
+
 def test_names_are_kept_to_the_offered_tools(table):
     c = CallConstraint(TOOLS, table)
     after = texts(table, c.allowed_ids("<tool_call>\n<function"))

@@ -287,3 +287,7 @@ def test_records_made_with_other_generation_settings_are_set_aside(tmp_path):
     # Another token cap: the same.
     assert harness.set_aside_stale_records(
         folder, harness.run_fingerprint(str(model), RunSettings(max_tokens=128), False)) is not None
+    # Calls kept to turns with tools (--calls-need-tools): new records; off, the older stamps still match.
+    plain = harness.run_fingerprint(str(model), RunSettings(max_tokens=128), False)
+    assert "calls_need_tools" not in plain
+    assert harness.run_fingerprint(str(model), RunSettings(max_tokens=128, calls_need_tools=True), False) != plain

@@ -86,3 +86,29 @@ def test_sample_batch_constrains_calls_the_model_opens(runtime_checkpoint, monke
                          temperature=0.0, tools=[TOOLS, []])
     first, second = seen["constraints"]
     assert set(first.tools) == {t["function"]["name"] for t in TOOLS} and second is None
+
+
+def test_a_turn_without_tools_never_opens_a_call(llama_f32, monkeypatch):
+    """generate() with no tools hands the backend a NoCallConstraint (unless calls_need_tools is off),
+    and near-uniform sampling on the real backend then never produces the call-opening token."""
+    from botpsy.chat.constrain import NoCallConstraint
+    from botpsy.runtime.backend import SamplingConfig
+    from botpsy.runtime.generate import GenerateConfig, generate
+
+    seen = []
+    real = llama_f32.stream
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("constraint"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(llama_f32, "stream", spy)
+    opening = {i for i, text in enumerate(llama_f32.token_table().pieces) if "<tool_call" in text}
+    prompt = "<|im_start|>user\nWrite a poem.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    for seed in range(4):
+        hot = SamplingConfig(temperature=50.0, top_k=0, top_p=1.0, seed=seed)
+        result = generate(llama_f32, prompt, GenerateConfig(max_tokens=48, sampling=hot, thinking=False))
+        assert not result.parsed.tool_calls and "<tool_call>" not in result.text
+        assert isinstance(seen[-1], NoCallConstraint) and not opening & seen[-1].allowed_ids("")
+    generate(llama_f32, prompt, GenerateConfig(max_tokens=4, calls_need_tools=False, thinking=False))
+    assert seen[-1] is None

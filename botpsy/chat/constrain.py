@@ -53,6 +53,8 @@ import re
 from collections import defaultdict
 from typing import Iterable, Sequence
 
+import numpy as np
+
 from botpsy.chat.parse import FUNCTION_CLOSE, PARAMETER_CLOSE
 from botpsy.chat.template import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 
@@ -102,6 +104,21 @@ class TokenTable:
         """From a Hugging Face tokenizer (special tokens as their text)."""
         return cls([tokenizer.decode([i], skip_special_tokens=False, clean_up_tokenization_spaces=False)
                     for i in range(len(tokenizer))])
+
+
+@functools.lru_cache(maxsize=4)
+def outside(allowed: frozenset[int], size: int) -> np.ndarray:
+    """Index array of the tokens of a ``size``-token vocabulary outside a shared allowed set, built
+    once. A free tool-call value, or a turn without tools, allows nearly the whole vocabulary; a
+    frozenset keeps its hash, so each token after the first is a lookup, and masking writes only
+    the few dropped entries (about 1 us instead of 0.3 ms for Qwen's 151,936 tokens).
+
+    >>> outside(frozenset({0, 2}), 4).tolist()
+    [1, 3]
+    """
+    keep = np.zeros(size, dtype=bool)
+    keep[np.fromiter((i for i in allowed if i < size), dtype=np.int64)] = True
+    return np.flatnonzero(~keep)
 
 
 class CallConstraint:

@@ -15,13 +15,13 @@ Example::
 
 from __future__ import annotations
 
-import functools
 import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
 
+from botpsy.chat.constrain import outside
 from botpsy.model.checkpoint import load_checkpoint
 from botpsy.runtime.backend import (
     END_OF_TURN_TEXTS,
@@ -107,15 +107,14 @@ class HFBackend(Backend):
         return {"backend": self.name, "model": str(self.path)}
 
 
-@functools.lru_cache(maxsize=4)
-def _kept(allowed: frozenset[int]) -> torch.Tensor:
-    """Index tensor of a shared allowed set, built once (see ``llama_backend._kept``)."""
-    return torch.tensor(sorted(allowed), dtype=torch.long)
-
-
 def mask_logits(logits: torch.Tensor, allowed: set[int] | frozenset[int]) -> torch.Tensor:
-    """``logits`` with every token outside ``allowed`` at -inf (a copy)."""
-    keep = _kept(allowed) if isinstance(allowed, frozenset) else torch.tensor(sorted(allowed), dtype=torch.long)
+    """``logits`` with every token outside ``allowed`` at -inf (a copy). A shared (frozen) set
+    drops its complement, built once (``constrain.outside``)."""
+    if isinstance(allowed, frozenset):
+        masked = logits.clone()
+        masked[torch.from_numpy(outside(allowed, logits.shape[-1]))] = float("-inf")
+        return masked
+    keep = torch.tensor(sorted(allowed), dtype=torch.long)
     masked = torch.full_like(logits, float("-inf"))
     masked[keep] = logits[keep]
     return masked

@@ -34,7 +34,6 @@ Example::
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Any, Callable, Iterator, Sequence
 import llama_cpp
 import numpy as np
 
+from botpsy.chat.constrain import outside
 from botpsy.runtime.backend import (
     Backend,
     BackendError,
@@ -149,16 +149,12 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-@functools.lru_cache(maxsize=4)
-def _kept(allowed: frozenset[int]) -> np.ndarray:
-    """Index array of a shared allowed set (a free tool-call value allows nearly the whole
-    vocabulary; a frozenset keeps its hash, so each token after the first is a lookup)."""
-    return np.fromiter(allowed, dtype=np.int64)
-
-
 def mask_outside(logits: np.ndarray, allowed: set[int] | frozenset[int]) -> None:
     """Set every entry of ``logits`` outside ``allowed`` to -inf, in place."""
-    keep = _kept(allowed) if isinstance(allowed, frozenset) else np.fromiter(allowed, dtype=np.int64)
+    if isinstance(allowed, frozenset):
+        logits[outside(allowed, len(logits))] = -np.inf
+        return
+    keep = np.fromiter(allowed, dtype=np.int64)
     kept = logits[keep].copy()
     logits[:] = -np.inf
     logits[keep] = kept

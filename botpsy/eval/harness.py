@@ -332,6 +332,9 @@ def build_summary(results: dict[str, dict[str, list[dict]]], models: dict[str, s
         s: metrics.reasoning_tokens_per_correct({label: results[label][s] for label in results}) for s in suites}
     summary["reasoning_tokens_spent"] = {
         s: {label: metrics.reasoning_tokens_spent(results[label][s]) for label in results} for s in suites}
+    labels = list(results)
+    summary["paired"] = {s: {f"{a} vs {b}": metrics.paired(results[a][s], results[b][s])
+                             for i, a in enumerate(labels) for b in labels[i + 1:]} for s in suites}
     return summary
 
 

@@ -111,8 +111,19 @@ def markdown_table(summary: dict) -> str:
         show = pct if kind == "pct" else num
         lines.append(f"| {name} | " + " | ".join(show(figure(e)) for e in entries) + " |")
     lines += ["| " + " | ".join(row) + " |" for row in reasoning_rows(summary, labels)]
-    lines += quant_lines(summary) + left_out_lines(summary)
+    lines += paired_lines(summary) + quant_lines(summary) + left_out_lines(summary)
     return "\n".join(lines)
+
+
+def paired_lines(summary: dict) -> list[str]:
+    """Each pair of models per suite, on the items both ran: who alone got which right, and McNemar's p."""
+    rows = [(suite, pair, r) for suite, pairs in (summary.get("paired") or {}).items() for pair, r in pairs.items()]
+    if not rows:
+        return []
+    lines = ["", "Paired on the items both models ran (right only for the first / only for the second; "
+             "exact McNemar p):", "", "| suite | models | items | first only | second only | p |", "|---|---|---|---|---|---|"]
+    return lines + [f"| {suite} | {pair} | {r['items']} | {r['only_a']} | {r['only_b']} | {r['p_value']:.2f} |"
+                    for suite, pair, r in rows]
 
 
 def spent_cell(result: dict | None) -> str:

@@ -76,8 +76,13 @@ def test_two_models_side_by_side(tmp_path, device_tasks, capsys):
     assert summary["reasoning_tokens_per_correct"]["device"]["items"] == 1
     spent = summary["reasoning_tokens_spent"]["device"]
     assert spent["gold"]["correct"] == len(tasks) and spent["refuse"]["correct"] == 1
+    # paired on the same tasks: the one refusal the refuser got right, gold got right too
+    paired = summary["paired"]["device"]["gold vs refuse"]
+    assert paired == {"items": len(tasks), "both": 1, "only_a": len(tasks) - 1, "only_b": 0,
+                      "p_value": paired["p_value"]} and paired["p_value"] < 1
     header = (out / "table.md").read_text().splitlines()[0]
     assert header == "| figure | gold | refuse |"
+    assert f"| device | gold vs refuse | {len(tasks)} | {len(tasks) - 1} | 0 |" in (out / "table.md").read_text()
     record = json.loads((out / "gold" / "device.jsonl").read_text().splitlines()[0])
     assert {"id", "correct", "steps", "messages", "score", "wasted_calls", "stats"} <= set(record)
     assert record["steps"][0]["type"] == "model" and "loop_events" in record["steps"][0]

@@ -90,6 +90,17 @@ def test_turns_per_solved_task_only_counts_solved_multi_turn_tasks():
     assert metrics.turns_per_solved_task([device("single", True)])["solved"] == 0
 
 
+def test_paired_counts_discordant_items_and_gives_an_exact_p_value():
+    a = [{"id": str(i), "correct": i % 2 == 0} for i in range(20)]
+    b = [{"id": str(i), "correct": i % 2 == 0} for i in range(20)]
+    assert metrics.paired(a, b) == {"items": 20, "both": 10, "only_a": 0, "only_b": 0, "p_value": 1.0}
+    b = [{"id": str(i), "correct": True} for i in range(12)]  # 8 items only a ran are left out
+    result = metrics.paired(a, b)
+    assert (result["items"], result["only_a"], result["only_b"]) == (12, 0, 6)
+    assert result["p_value"] == 0.0312  # 2 x (1/2)^6, the exact sign test
+    assert metrics.paired(b, a)["p_value"] == result["p_value"]  # symmetric
+
+
 def test_refusal_and_special_case_accuracy():
     records = [device("irrelevant", True), device("irrelevant", False), device("incomplete", True),
                device("wrong_value", False), device("unavailable", True), device("unavailable", True),

@@ -80,7 +80,7 @@ class GenerateConfig:
         "help": "Inside a tool call, allow only offered tool names, their parameter names and enum values, "
                 "and no closing before the required parameters (botpsy.chat.constrain; local backends only)."})
     calls_need_tools: bool = field(default=True, metadata={
-        "help": "A turn offered no tools cannot open a tool call (its token is masked; local backends only)."})
+        "help": "With constrain_calls, a turn offered no tools cannot open a tool call (its token is masked)."})
     chat_format: str = field(default="botpsy", metadata={
         "help": "How the output is read: botpsy's Qwen3.5 wire format, or 'native' (a base model in its own "
                 "template: calls read leniently, no reasoning block, no constraint; botpsy.chat.native).",
@@ -206,7 +206,7 @@ class _Turn:
             from botpsy.chat.constrain import CallConstraint
 
             self.constraint = CallConstraint(tools, backend.token_table())
-        elif not tools and config.calls_need_tools and backend.supports_constraint and not self.native:
+        elif not tools and config.constrain_calls and config.calls_need_tools and backend.supports_constraint and not self.native:
             from botpsy.chat.constrain import NoCallConstraint
 
             self.constraint = NoCallConstraint(backend.token_table())

@@ -112,3 +112,5 @@ def test_a_turn_without_tools_never_opens_a_call(llama_f32, monkeypatch):
         assert isinstance(seen[-1], NoCallConstraint) and not opening & seen[-1].allowed_ids("")
     generate(llama_f32, prompt, GenerateConfig(max_tokens=4, calls_need_tools=False, thinking=False))
     assert seen[-1] is None
+    generate(llama_f32, prompt, GenerateConfig(max_tokens=4, constrain_calls=False, thinking=False))
+    assert seen[-1] is None  # --no-constrain-calls switches every mask off

@@ -234,8 +234,8 @@ def run_fingerprint(model: str, settings: RunSettings, constrained: bool, legacy
     switched (``constrained``: whether they are in effect on this backend), makes new records.
     """
     fields = dict(vars(settings), constrain_calls=constrained)
-    if not fields.get("calls_need_tools"):
-        fields.pop("calls_need_tools", None)  # the default leaves the stamps of older records as they were
+    if not (fields.get("calls_need_tools") and constrained):  # off, or never applied (HTTP, native, unconstrained):
+        fields.pop("calls_need_tools", None)  # the stamps of older records stay as they were
     weights = legacy_model_fingerprint(model) if legacy else model_fingerprint(model)
     return weights + "|" + json.dumps(fields, sort_keys=True)
 

@@ -120,10 +120,20 @@ def paired_lines(summary: dict) -> list[str]:
     rows = [(suite, pair, r) for suite, pairs in (summary.get("paired") or {}).items() for pair, r in pairs.items()]
     if not rows:
         return []
-    lines = ["", "Paired on the items both models ran (right only for the first / only for the second; "
-             "exact McNemar p):", "", "| suite | models | items | first only | second only | p |", "|---|---|---|---|---|---|"]
-    return lines + [f"| {suite} | {pair} | {r['items']} | {r['only_a']} | {r['only_b']} | {r['p_value']:.2f} |"
+    lines = ["", "Paired on the items both models ran (each record's `correct`; injection: the user task's utility; "
+             "right only for the first / only for the second; exact McNemar p):", "",
+             "| suite | models | items | first only | second only | p |", "|---|---|---|---|---|---|"]
+    return lines + [f"| {suite} | {pair} | {r['items']} | {r['only_a']} | {r['only_b']} | {p_text(r['p_value'])} |"
                     for suite, pair, r in rows]
+
+
+def p_text(p: float) -> str:
+    """A p-value to two significant figures, small ones as a bound.
+
+    >>> p_text(0.4421), p_text(0.0312), p_text(0.00004), p_text(1.0)
+    ('0.44', '0.031', '<0.001', '1')
+    """
+    return "<0.001" if p < 0.001 else f"{p:.2g}"
 
 
 def spent_cell(result: dict | None) -> str:

@@ -104,6 +104,7 @@ def test_a_turn_without_tools_never_opens_a_call(llama_f32, monkeypatch):
 
     monkeypatch.setattr(llama_f32, "stream", spy)
     opening = {i for i, text in enumerate(llama_f32.token_table().pieces) if "<tool_call" in text}
+    assert opening
     prompt = "<|im_start|>user\nWrite a poem.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
     for seed in range(4):
         hot = SamplingConfig(temperature=50.0, top_k=0, top_p=1.0, seed=seed)
@@ -114,3 +115,27 @@ def test_a_turn_without_tools_never_opens_a_call(llama_f32, monkeypatch):
     assert seen[-1] is None
     generate(llama_f32, prompt, GenerateConfig(max_tokens=4, constrain_calls=False, thinking=False))
     assert seen[-1] is None  # --no-constrain-calls switches every mask off
+
+
+def test_a_shared_allowed_set_masks_exactly_its_complement(tiny_tokenizer):
+    """The frozen-set path of both backends' masks (only the dropped entries are written), against a
+    logit that would otherwise win: the call-opening token masked, every other logit untouched."""
+    import numpy as np
+    import torch
+
+    from botpsy.runtime.hf_backend import mask_logits
+    from botpsy.runtime.llama_backend import mask_outside
+
+    table = TokenTable.from_tokenizer(tiny_tokenizer)
+    opening = [i for i, text in enumerate(table.pieces) if "<tool_call" in text]
+    assert opening
+    logits = np.random.default_rng(0).normal(size=len(table.pieces) + 8).astype(np.float32)  # padded rows too
+    logits[opening] = 1e9
+    expected = logits.copy()
+    expected[opening] = -np.inf
+    expected[len(table.pieces):] = -np.inf  # ids past the table are outside any allowed set
+    masked_hf = mask_logits(torch.from_numpy(logits.copy()), table.call_free_ids).numpy()
+    mask_outside(logits, table.call_free_ids)
+    np.testing.assert_array_equal(logits, expected)
+    np.testing.assert_array_equal(masked_hf, expected)
+    assert int(np.argmax(logits)) not in opening

@@ -87,12 +87,16 @@ def reason_for_calls(rng: random.Random, message: dict, messages: list[dict], in
         parts.append("The user gave the missing detail.")
     if role == "tool":
         parts.append(rng.choice(["The result gives me what I need for the next step.", "Now I have the details from the lookup."]))
-    if len(calls) > 1:
-        parts.append(f"The request has {len(calls)} independent parts, so I'll make {len(calls)} calls at once.")
     for fn in calls:
         name = fn["name"]
         purpose = first_sentence(descriptions.get(name, "")).rstrip(".").lower()
         parts.append(f"I'll use {name} ({purpose}) with {describe_arguments(fn.get('arguments') or {})}.")
+    # The count comes last, after each call is grounded in the request. Stated first ("The request
+    # has 2 independent parts, ..."), it was the commonest opening of a call turn in the data, and
+    # the student trained on it opened with it for one-tool requests and essays too, then made up
+    # a second call (BFCL simple_python, IFEval; README, "Instruction following").
+    if len(calls) > 1:
+        parts.append(f"These {len(calls)} calls don't depend on each other, so I'll make them at once.")
     return " ".join(parts)
 
 

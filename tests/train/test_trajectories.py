@@ -29,6 +29,18 @@ def test_both_thinking_modes_and_special_behaviours(device_data):
     assert "ignore" in injection["messages"][-1]["reasoning_content"]
 
 
+def test_call_reasoning_grounds_each_call_before_counting_them(device_data):
+    rows = read(device_data / "train.jsonl")
+    parallel = [m for r in rows if r["kind"] == "parallel" for m in r["messages"]
+                if m["role"] == "assistant" and len(m.get("tool_calls") or []) > 1]
+    assert parallel
+    for turn in parallel:
+        reasoning = turn["reasoning_content"]
+        assert reasoning.startswith("I'll use "), reasoning  # a call named first, never a count
+        assert reasoning.count("I'll use ") == len(turn["tool_calls"])
+        assert reasoning.endswith("so I'll make them at once.")
+
+
 def test_corpus_meta_and_splits(device_data):
     corpus = (device_data / "corpus.txt").read_text()
     assert "<|im_start|>system\n# Tools" in corpus and "<tool_call>" in corpus

@@ -202,14 +202,13 @@ class _Turn:
             self.prefix_tokens = len(prefix_ids)
         self.sampling = config.sampling
         self.constraint = None
-        if tools and config.constrain_calls and backend.supports_constraint and not self.native:
-            from botpsy.chat.constrain import CallConstraint
+        if config.constrain_calls and backend.supports_constraint and not self.native:
+            from botpsy.chat.constrain import CallConstraint, NoCallConstraint
 
-            self.constraint = CallConstraint(tools, backend.token_table())
-        elif not tools and config.constrain_calls and config.calls_need_tools and backend.supports_constraint and not self.native:
-            from botpsy.chat.constrain import NoCallConstraint
-
-            self.constraint = NoCallConstraint(backend.token_table())
+            if tools:
+                self.constraint = CallConstraint(tools, backend.token_table())
+            elif config.calls_need_tools:
+                self.constraint = NoCallConstraint(backend.token_table())
         self.tokens: list[_Token] = []
         self.parser = StreamParser(tools, thinking=self.thinking)
         self.detectors = {REASONING: LoopDetector(config.loop_guard), ANSWER: LoopDetector(config.loop_guard)}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,6 +125,8 @@ def main(config: SFTConfig) -> int:
     if not train:
         raise ValueError(f"no training sequences fit max_length={config.max_length}")
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    for hint in lora_hints(config, common.attention_only(model)):
+        print(f"[{config.stage}] note: {hint}", file=sys.stderr)
     plan = {
         "init": config.init, "train_sequences": len(train), "skipped_too_long": skipped, "dev_sequences": len(dev),
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -165,6 +168,30 @@ def main(config: SFTConfig) -> int:
         save_checkpoint(model, tokenizer, out, stage=config.stage, meta=meta)
     emit(result, config.json, lambda r: summary_line(config.stage, r, out))
     return 0
+
+
+def lora_hints(config: SFTConfig, attention_only: bool) -> list[str]:
+    """Settings a LoRA run on a pretrained base usually wants, where the flags leave them off.
+
+    Measured on the 0.5B student (2 cores): float32 trains at 104 tokens/s against bf16's 250, and
+    float32 without ``--detach-context`` ran out of 23 GB on its first 8,192-token batch.
+
+    >>> lora_hints(SFTConfig(lora_rank=16), attention_only=True)[0][:22]
+    'LoRA in float32 trains'
+    >>> lora_hints(SFTConfig(lora_rank=16, dtype="bfloat16", detach_context=True), attention_only=True)
+    []
+    >>> lora_hints(SFTConfig(), attention_only=True)  # full fine-tuning: no hints
+    []
+    """
+    if not config.lora_rank:
+        return []
+    hints = []
+    if config.dtype == "float32":
+        hints.append("LoRA in float32 trains at about half the speed of --dtype bfloat16 (botpsy student's setting)")
+    if attention_only and not config.detach_context:
+        hints.append("without --detach-context every context token carries gradient: about 2.5x slower steps and "
+                     "far more memory (botpsy student sets it)")
+    return hints
 
 
 def summary_line(stage: str, r: dict, out: Path) -> str:

@@ -152,3 +152,15 @@ def test_loss_on_all_or_context_tokens(tiny_tokenizer):
         # context labels are exactly the tokens the assistant labels leave out
         assert all((x == IGNORE) != (y == IGNORE) for x, y in zip(a.labels, c.labels))
         assert 0 < a.n_loss_tokens < c.n_loss_tokens
+
+
+def test_lora_hints_name_the_settings_a_pretrained_base_wants():
+    import doctest
+
+    from botpsy.train import sft
+
+    assert doctest.testmod(sft).failed == 0
+    slow = sft.lora_hints(SFTConfig(lora_rank=16), attention_only=True)
+    assert len(slow) == 2 and "--dtype bfloat16" in slow[0] and "--detach-context" in slow[1]
+    # a hybrid model ignores --detach-context (botpsy.train.common.hidden_after), so it is not suggested
+    assert len(sft.lora_hints(SFTConfig(lora_rank=16), attention_only=False)) == 1

@@ -79,6 +79,30 @@ def test_lora_trains_the_adapter_and_the_call_token_rows_only(tiny_tokenizer):
         assert torch.equal(param, before[original]), name
 
 
+def test_the_loss_in_chunks_gives_the_same_value_and_gradients_through_the_lora_head(tiny_tokenizer, monkeypatch):
+    """Labelled-everywhere batches project to the vocabulary a chunk at a time (``head_loss``);
+    the peft-wrapped head with its trainable call-token rows must get the same gradients."""
+    from botpsy.train import common
+    from botpsy.train.lora import LoraSettings, add_lora
+
+    ids, labels = _batch(tiny_tokenizer)
+    labelled = int((labels[:, 1:] != -100).sum())
+    assert labelled > 4
+    grads = []
+    for chunk in (10_000, 3):  # the plain path, then chunks with recomputation in backward
+        torch.manual_seed(0)
+        peft_model = add_lora(tiny_qwen2(tiny_tokenizer), tiny_tokenizer, LoraSettings(rank=4, alpha=8))
+        monkeypatch.setattr(common, "LOSS_CHUNK", chunk)
+        loss = common.causal_lm_loss(peft_model, ids, labels, detach_context=True)
+        loss.backward()
+        grads.append((loss.item(), {n: p.grad.clone() for n, p in peft_model.named_parameters() if p.grad is not None}))
+    (plain_loss, plain), (chunked_loss, chunked) = grads
+    assert chunked_loss == pytest.approx(plain_loss, rel=1e-5)
+    assert plain.keys() == chunked.keys() and any("lm_head" in n for n in plain)
+    for name in plain:
+        assert torch.allclose(plain[name], chunked[name], atol=1e-5), name
+
+
 def test_token_rows_must_be_single_tokens(tiny_tokenizer):
     from botpsy.train.lora import trainable_token_ids
 

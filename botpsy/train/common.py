@@ -93,17 +93,11 @@ def head_loss(lm_head, hidden: torch.Tensor, targets: torch.Tensor, chunk: int |
     labelled positions (most agent batches) takes the plain path. Same value and gradients.
     """
     n, chunk = len(targets), chunk or LOSS_CHUNK
-    if n <= chunk:
-        return torch.nn.functional.cross_entropy(lm_head(hidden).float(), targets)
-    total = hidden.new_zeros((), dtype=torch.float32)
-    for start in range(0, n, chunk):
-        part_hidden, part_targets = hidden[start:start + chunk], targets[start:start + chunk]
-        if torch.is_grad_enabled():
-            total = total + torch.utils.checkpoint.checkpoint(_summed_loss, lm_head, part_hidden, part_targets,
-                                                              use_reentrant=False)
-        else:
-            total = total + _summed_loss(lm_head, part_hidden, part_targets)
-    return total / n
+    parts = [(hidden[s:s + chunk], targets[s:s + chunk]) for s in range(0, max(n, 1), chunk)]
+    if len(parts) > 1 and torch.is_grad_enabled():  # one chunk's logits at a time, recomputed in backward
+        return sum(torch.utils.checkpoint.checkpoint(_summed_loss, lm_head, h, t, use_reentrant=False)
+                   for h, t in parts) / n
+    return sum(_summed_loss(lm_head, h, t) for h, t in parts) / n
 
 
 def _summed_loss(lm_head, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

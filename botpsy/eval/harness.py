@@ -20,6 +20,10 @@ Examples::
         --model runs/speedrun/sft --out runs/speedrun/eval --limit 20 --max-tokens 512
     botpsy eval --suite bfcl --model http://localhost:8000/v1 --label qwen --concurrency 16 --out runs/vllm
     botpsy eval --compare-quants runs/speedrun/gguf --suite device --limit 30 --max-drop 0.05
+
+``--from-records`` rebuilds the summary and table from the records alone (seconds, no model
+loaded), for labels made by separate runs, even with other settings; without it, a rerun whose
+settings differ from a label's stamp sets that label's records aside and starts over.
 """
 
 from __future__ import annotations
@@ -96,6 +100,11 @@ class EvalConfig:
     compare_quants: str = field(default="", metadata={
         "help": "A GGUF folder: evaluate its bf16, Q8_0 and Q4_K_M files and report deltas against bf16."})
     max_drop: float = field(default=0.05, metadata={"help": "Largest tolerated drop against bf16 (--compare-quants)."})
+    from_records: bool = field(default=False, metadata={
+        "help": "Only summarize the records already in OUT: no model is loaded and nothing is generated or "
+                "moved aside; every item of each suite must be recorded for every label. The chat format and "
+                "constrained decoding come from each label's own stamp, so labels run with other settings "
+                "(thinking on and off) can share one table."})
     json: bool = field(default=False, metadata={"help": "Print the summary as JSON."})
 
 
@@ -259,6 +268,25 @@ def set_aside_stale_records(folder: Path, fingerprint: str, also: tuple[str, ...
     return moved
 
 
+def recorded_results(folder: Path, label: str, items: dict[str, list[Item]]) -> tuple[dict[str, list[dict]], dict]:
+    """``--from-records``: a label's records of ``items`` per suite, in item order, and the generation
+    settings its stamp names; a ConfigError when the label has no stamp or misses an item."""
+    stamp = folder / "model.json"
+    if not stamp.is_file():
+        raise ConfigError(f"{label}: no records in {folder} (run without --from-records to make them)")
+    fingerprint = json.loads(stamp.read_text()).get("fingerprint", "")
+    settings = json.loads(fingerprint[fingerprint.index("|{") + 1:]) if "|{" in fingerprint else {}
+    results = {}
+    for suite, wanted in items.items():
+        done = {i: r for i, r in read_records(folder / f"{suite}.jsonl").items() if "backend_error" not in r}
+        missing = [item.id for item in wanted if item.id not in done]
+        if missing:
+            raise ConfigError(f"{label}: {len(missing)} of the {len(wanted)} {suite} items are not recorded "
+                              f"(first: {missing[0]}); run without --from-records to finish them")
+        results[suite] = [done[item.id] for item in wanted]
+    return results, settings
+
+
 def run_suite(backend: Backend, suite: Any, items: list[Item], settings: RunSettings, path: Path,
               concurrency: int = 1) -> list[dict]:
     """Run the items not yet recorded in ``path``, appending each record as it finishes; returns
@@ -364,6 +392,11 @@ def main(config: EvalConfig) -> int:
     constrained: dict[str, bool] = {}  # which models decoded with calls kept to the offered tools
     formats: dict[str, str] = {}  # which chat format (botpsy's or the model's own template) each model ran in
     for label, model in pairs:
+        if config.from_records:
+            results[label], stamped = recorded_results(out / label, label, items)
+            formats[label] = stamped.get("chat_format", "botpsy")
+            constrained[label] = bool(stamped.get("constrain_calls"))
+            continue
         try:
             backend = open_model(model, config)
         except ModelLoadError as exc:

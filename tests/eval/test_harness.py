@@ -299,3 +299,33 @@ def test_records_made_with_other_generation_settings_are_set_aside(tmp_path):
     # where nothing is masked (an endpoint, a native template) the setting changes nothing, nor the stamp
     unmasked = harness.run_fingerprint(str(model), RunSettings(max_tokens=128), False)
     assert harness.run_fingerprint(str(model), RunSettings(max_tokens=128, calls_need_tools=True), False) == unmasked
+
+
+def test_from_records_summarizes_without_a_model_and_keeps_other_settings(tmp_path, device_tasks, capsys):
+    tasks = [Task.from_json(line) for line in device_tasks.read_text().splitlines()]
+    out = tmp_path / "out"
+    gold = scripted_model(tmp_path / "gold.json", [s for t in tasks for s in gold_scripts(t)])
+    base = ["--suite", "device", "--tasks", str(device_tasks), "--out", str(out), "--max-tokens", "256"]
+    assert run_cli(*base, "--model", gold, "--label", "think") == 0
+    assert run_cli(*base, "--model", gold, "--label", "nothink", "--no-enable-thinking") == 0
+    alone = json.loads((out / "summary.json").read_text())["models"]["nothink"]["suites"]["device"]
+    stamps = {label: (out / label / "model.json").read_text() for label in ("think", "nothink")}
+    # One table for both, with settings of neither run and a model with no scripts left: nothing is
+    # generated, nothing is set aside, and each label's records are read as they are.
+    empty = scripted_model(tmp_path / "empty.json", [])
+    assert run_cli(*base, "--model", empty, "--label", "think", "--model", empty, "--label", "nothink",
+                   "--max-tokens", "64", "--from-records") == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["models"]["think"]["suites"]["device"]["success_rate"] == 1.0
+    assert summary["models"]["nothink"]["suites"]["device"] == alone  # (the gold scripts were written for thinking on)
+    assert summary["chat_format"] == {"think": "botpsy", "nothink": "botpsy"}
+    assert not list(out.glob("*.stale"))
+    assert {label: (out / label / "model.json").read_text() for label in stamps} == stamps
+    # A missing item is an error that says how to finish it, not a silent partial table.
+    jsonl = out / "think" / "device.jsonl"
+    jsonl.write_text("\n".join(jsonl.read_text().splitlines()[:-1]) + "\n")
+    capsys.readouterr()
+    assert run_cli(*base, "--model", empty, "--label", "think", "--from-records") == 2
+    assert f"1 of the {len(tasks)} device items are not recorded" in capsys.readouterr().err
+    assert run_cli(*base, "--model", empty, "--label", "never", "--from-records") == 2
+    assert "no records" in capsys.readouterr().err

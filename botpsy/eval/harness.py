@@ -205,6 +205,11 @@ def read_records(path: Path) -> dict[str, dict]:
     return records
 
 
+def finished_records(path: Path) -> dict[str, dict]:
+    """``read_records`` less the items whose backend failed: those are run again."""
+    return {i: r for i, r in read_records(path).items() if "backend_error" not in r}
+
+
 def named_only(model: str) -> bool:
     """Endpoints, scripted models and base names: no local weight files, so the name identifies them."""
     return model.startswith(("http://", "https://", "scripted:")) or not Path(model).exists()
@@ -249,6 +254,11 @@ def run_fingerprint(model: str, settings: RunSettings, constrained: bool, legacy
     return weights + "|" + json.dumps(fields, sort_keys=True)
 
 
+def fingerprint_settings(fingerprint: str) -> dict:
+    """The generation settings a ``run_fingerprint`` names (the JSON after the weights); {} for a stamp without them."""
+    return json.loads(fingerprint[fingerprint.index("|{") + 1:]) if "|{" in fingerprint else {}
+
+
 def set_aside_stale_records(folder: Path, fingerprint: str, also: tuple[str, ...] = ()) -> Path | None:
     """Resume only records made with this same model and settings: otherwise move the label's folder aside.
 
@@ -274,11 +284,10 @@ def recorded_results(folder: Path, label: str, items: dict[str, list[Item]]) -> 
     stamp = folder / "model.json"
     if not stamp.is_file():
         raise ConfigError(f"{label}: no records in {folder} (run without --from-records to make them)")
-    fingerprint = json.loads(stamp.read_text()).get("fingerprint", "")
-    settings = json.loads(fingerprint[fingerprint.index("|{") + 1:]) if "|{" in fingerprint else {}
+    settings = fingerprint_settings(json.loads(stamp.read_text()).get("fingerprint", ""))
     results = {}
     for suite, wanted in items.items():
-        done = {i: r for i, r in read_records(folder / f"{suite}.jsonl").items() if "backend_error" not in r}
+        done = finished_records(folder / f"{suite}.jsonl")
         missing = [item.id for item in wanted if item.id not in done]
         if missing:
             raise ConfigError(f"{label}: {len(missing)} of the {len(wanted)} {suite} items are not recorded "
@@ -291,7 +300,7 @@ def run_suite(backend: Backend, suite: Any, items: list[Item], settings: RunSett
               concurrency: int = 1) -> list[dict]:
     """Run the items not yet recorded in ``path``, appending each record as it finishes; returns
     the records of ``items`` in order."""
-    done = {i: r for i, r in read_records(path).items() if "backend_error" not in r}
+    done = finished_records(path)
     todo = [item for item in items if item.id not in done]
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()

@@ -282,6 +282,10 @@ def test_records_made_with_other_generation_settings_are_set_aside(tmp_path):
     model.write_bytes(b"weights")
     folder = tmp_path / "out" / "q8_0"
     settings = RunSettings(max_tokens=64)
+    # --from-records reads the settings back from the stamp
+    named = harness.fingerprint_settings(harness.run_fingerprint(str(model), settings, True))
+    assert named["max_tokens"] == 64 and named["constrain_calls"] is True
+    assert harness.fingerprint_settings("model.gguf:7:abc") == {}
     assert harness.set_aside_stale_records(folder, harness.run_fingerprint(str(model), settings, True)) is None
     (folder / "device.jsonl").write_text('{"id": "t1"}\n')
     assert harness.set_aside_stale_records(folder, harness.run_fingerprint(str(model), settings, True)) is None

@@ -57,11 +57,16 @@ def save_checkpoint(model, tokenizer, out: str | Path, stage: str, meta: dict | 
     """Save model, tokenizer and ``meta.json`` (stage, time, botpsy version, plus ``meta``)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    had_card = (out / "README.md").exists()
     model.save_pretrained(str(out))
     if hasattr(model, "peft_config"):
         # An adapter folder: the tokenizer comes with the base it names, and the adapter is
         # stored in bfloat16 (the precision the base trains in) to keep it small enough to commit.
         halve_adapter(out)
+        if not had_card:
+            # peft writes a placeholder model card ("Model Card for Model ID", naming the
+            # machine's cache path as the base); a release folder brings its own card.
+            (out / "README.md").unlink(missing_ok=True)
     else:
         tokenizer.save_pretrained(str(out))
     record = {

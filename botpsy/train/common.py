@@ -104,6 +104,23 @@ def _summed_loss(lm_head, hidden: torch.Tensor, targets: torch.Tensor) -> torch.
     return torch.nn.functional.cross_entropy(lm_head(hidden).float(), targets, reduction="sum")
 
 
+def head_token_logprobs(lm_head, hidden: torch.Tensor, targets: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
+    """Log-prob of each ``targets`` token under ``lm_head(hidden)`` (``hidden`` [N, H], ``targets`` [N]),
+    ``chunk`` positions at a time and recomputed in the backward pass, as ``head_loss``: the peak is one
+    chunk's logits, not [N, vocabulary] with its float32 and softmax copies (RL's rollouts of up to a
+    thousand tokens, four to a batch, would hold some 2.4 GB of each). Same values and gradients."""
+    n, chunk = len(targets), chunk or LOSS_CHUNK
+    parts = [(hidden[s:s + chunk], targets[s:s + chunk]) for s in range(0, max(n, 1), chunk)]
+    if len(parts) > 1 and torch.is_grad_enabled():
+        return torch.cat([torch.utils.checkpoint.checkpoint(_token_logprobs, lm_head, h, t, use_reentrant=False)
+                          for h, t in parts])
+    return torch.cat([_token_logprobs(lm_head, h, t) for h, t in parts])
+
+
+def _token_logprobs(lm_head, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return -torch.nn.functional.cross_entropy(lm_head(hidden).float(), targets, reduction="none")
+
+
 def attention_only(model) -> bool:
     """Are all of the model's layers attention layers (Qwen2), none recurrent (Qwen3.5's Gated DeltaNet)?"""
     return all(t in ("full_attention", "sliding_attention") for t in getattr(model.config, "layer_types", None) or [])

@@ -224,7 +224,7 @@ def update(learner: Learner, rollouts: list[Rollout]) -> dict[str, float]:
         return stats
     chunks = length_chunks(samples, c.score_batch)
     adv = torch.tensor(sample_adv)
-    score = lambda model, chunk: score_completions(model, [samples[i] for i in chunk], pad_id).token_logprobs
+    score = lambda model, chunk: score_completions(model, [samples[i] for i in chunk], pad_id, keep_logits=False).token_logprobs
     with torch.no_grad():
         ref = [score(learner.reference, ch) for ch in chunks] if c.kl_coef else None
         # The sampling policy is the current one: on the first pass its log-probs are the ones being
@@ -235,7 +235,7 @@ def update(learner: Learner, rollouts: list[Rollout]) -> dict[str, float]:
     for _ in range(c.ppo_epochs):
         loss_sum = kl_sum = 0.0
         for k, ch in enumerate(chunks):
-            scored = score_completions(learner.policy, [samples[i] for i in ch], pad_id, c.detach_prompt)
+            scored = score_completions(learner.policy, [samples[i] for i in ch], pad_id, c.detach_prompt, keep_logits=False)
             logp = scored.token_logprobs
             kl = k3_kl(logp, ref[k]) if ref is not None else torch.zeros_like(logp)
             per_token = clipped_policy_loss(logp, logp.detach() if old is None else old[k], adv[ch], c.clip_eps)

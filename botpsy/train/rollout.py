@@ -57,7 +57,7 @@ class Sample:
 
 @dataclass
 class Scored:
-    logits: torch.Tensor  # [B, T, V] float32 logits predicting each completion token
+    logits: torch.Tensor | None  # [B, T, V] float32 logits predicting each completion token (None: not kept)
     token_logprobs: torch.Tensor  # [B, T] log-prob of each completion token
     mask: torch.Tensor  # [B, T] 1.0 for real completion tokens, 0.0 for padding
 
@@ -252,7 +252,8 @@ def length_chunks(samples: list[Sample], size: int) -> list[list[int]]:
     return [order[i : i + size] for i in range(0, len(order), size)]
 
 
-def score_completions(model, samples: list[Sample], pad_id: int, detach_prompt: bool = False) -> Scored:
+def score_completions(model, samples: list[Sample], pad_id: int, detach_prompt: bool = False,
+                      keep_logits: bool = True) -> Scored:
     """Logits and log-probs of each sample's completion tokens, from one forward pass.
 
     Right padding needs no attention mask: every real token comes before the padding of its
@@ -265,8 +266,13 @@ def score_completions(model, samples: list[Sample], pad_id: int, detach_prompt: 
     The completion still attends to the whole prompt as the current weights encode it; what is
     dropped is the gradient through the prompt's keys and values. Agent prompts are mostly
     system prompt and tools, so this saves most of a 0.5B student's backward pass.
+
+    ``keep_logits=False`` (RL, which needs only the sampled tokens' log-probs): ``logits`` is None
+    and the log-probs come from ``common.head_token_logprobs``, a chunk of positions at a time, so
+    a batch of long rollouts never holds its [B, T, vocabulary] logits. MOPD's divergences need
+    the whole distribution and keep them.
     """
-    from botpsy.train.common import hidden_after
+    from botpsy.train.common import head_token_logprobs, hidden_after
     from botpsy.train.lora import bare_causal_lm
 
     ids, index, targets, mask = completion_batch(samples, pad_id)
@@ -277,12 +283,15 @@ def score_completions(model, samples: list[Sample], pad_id: int, detach_prompt: 
         cut = int(index[:, 0].min()) if detach_prompt and torch.is_grad_enabled() else 0
         hidden = hidden_after(bare, ids, cut)
         picked = hidden.gather(1, (index - cut)[..., None].expand(-1, -1, hidden.shape[-1]))
+        if not keep_logits:
+            flat = head_token_logprobs(bare.lm_head, picked.reshape(-1, picked.shape[-1]), targets.reshape(-1))
+            return Scored(logits=None, token_logprobs=flat.view_as(mask) * mask, mask=mask)
         logits = bare.lm_head(picked).float()
     else:  # a wrapped model (DDP / DeepSpeed): its own forward keeps gradient synchronisation
         full = model(input_ids=ids).logits
         logits = full.gather(1, index[..., None].expand(-1, -1, full.shape[-1])).float()
     token_logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0] * mask
-    return Scored(logits=logits, token_logprobs=token_logprobs, mask=mask)
+    return Scored(logits=logits if keep_logits else None, token_logprobs=token_logprobs, mask=mask)
 
 
 # --------------------------------------------------------------------------- batched call accuracy

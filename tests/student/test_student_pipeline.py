@@ -115,6 +115,7 @@ def test_lora_sft_writes_a_small_adapter_folder_that_names_its_base(student_sft,
     files = {p.name for p in student_sft.iterdir()}
     assert {"adapter_config.json", "adapter_model.safetensors", "meta.json", "curves.jsonl"} <= files
     assert "tokenizer.json" not in files and "model.safetensors" not in files  # the base is not copied
+    assert "README.md" not in files  # no placeholder model card from peft
     meta = json.loads((student_sft / "meta.json").read_text())
     assert meta["base"] == str(qwen2_gguf[0]) and meta["adapter"] == "lora" and meta["steps"] == 3
     assert meta["trainable_parameters"] < meta["parameters"] / 5

@@ -204,6 +204,28 @@ def test_score_completions_matches_a_plain_forward(student):
         assert not score_completions(model, samples, tokenizer.pad_token_id).logits.requires_grad
 
 
+def test_lean_scoring_gives_the_same_logprobs_and_gradients_without_the_logits(student, monkeypatch):
+    from botpsy.train import common
+
+    model, tokenizer = student
+    samples = sample_batch(model, tokenizer, [first_turn_prompt(e) for e in chat_examples(3)], max_new_tokens=6, temperature=1.0)
+    monkeypatch.setattr(common, "LOSS_CHUNK", 4)  # several chunks, recomputed in backward
+    results = []
+    for keep in (True, False):
+        model.zero_grad()
+        scored = score_completions(model, samples, tokenizer.pad_token_id, keep_logits=keep)
+        scored.token_logprobs.sum().backward()
+        results.append((scored, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (full, full_grads), (lean, lean_grads) = results
+    assert lean.logits is None and full.logits is not None
+    assert torch.equal(lean.mask, full.mask)
+    assert torch.allclose(lean.token_logprobs, full.token_logprobs, atol=1e-5)
+    assert full_grads.keys() == lean_grads.keys() and full_grads
+    for name in full_grads:
+        assert torch.allclose(full_grads[name], lean_grads[name], atol=1e-5), name
+    model.zero_grad()
+
+
 def test_first_turn_accuracy_scores_calls_and_turns_that_call_nothing(monkeypatch, tiny_tokenizer):
     from botpsy.train import rollout
 

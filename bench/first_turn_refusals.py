@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 # The refusal of botpsy's unavailable-kind answers: the reasoning line, or the reply itself.
-REFUSAL_MARKS = ("None of the offered tools can do this", "none of the tools I have right now can do that")
+REFUSAL_MARKS = ("None of the offered tools can do this", "none of the tools I have right now can do that",
+                 "isn't something my available tools can do")
 
 
 def refuses(record: dict) -> bool:

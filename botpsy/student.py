@@ -71,6 +71,7 @@ class StudentConfig:
     eval_max_tokens: int = field(default=1024, metadata={"help": "Token cap per generation in the evaluation."})
     teacher_steps: int = field(default=60, metadata={"help": "Steps of each domain teacher: the SFT adapter trained further on its group's data alone."})
     teacher_lr: float = field(default=2e-4, metadata={"help": "Peak learning rate of the teachers."})
+    teacher_rehearsal: float = field(default=0.0, metadata={"help": "Share of each teacher's examples drawn from the other groups (botpsy teachers --rehearsal)."})
     mopd_steps: int = field(default=30, metadata={"help": "MOPD optimizer steps."})
     mopd_prompts: int = field(default=8, metadata={"help": "Student rollouts per MOPD step (spread over the four groups)."})
     mopd_new_tokens: int = field(default=96, metadata={"help": "Completion length limit of each MOPD rollout."})
@@ -183,7 +184,8 @@ def step_teachers(cfg: StudentConfig, run: Path):
     stage_cfg = TeachersConfig(init=str(run / "sft"), data=str(run / "data"), out=str(run / "teachers"),
                                steps=cfg.teacher_steps, batch_tokens=cfg.sft_batch_tokens, lr=cfg.teacher_lr, warmup_steps=5,
                                max_length=cfg.sft_max_length, lora_rank=cfg.lora_rank, dtype="bfloat16", detach_context=True,
-                               eval_examples=cfg.stage_dev_examples, save_every=10, seed=cfg.seed, threads=cfg.threads)
+                               rehearsal=cfg.teacher_rehearsal, eval_examples=cfg.stage_dev_examples, save_every=10,
+                               seed=cfg.seed, threads=cfg.threads)
     return main(stage_cfg)
 
 

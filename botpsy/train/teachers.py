@@ -18,7 +18,14 @@ device-world tasks fall into four groups (``device``, ``personal``, ``commerce``
 
 Each local teacher's group data is written to ``OUT/<group>/data/`` and its checkpoint to
 ``OUT/<group>/``. ``OUT/manifest.json`` maps group -> teacher (path or endpoint, its steps,
-its greedy first-turn accuracy on its own group's dev examples, ``rollout.first_turn_accuracy``).
+its greedy first-turn accuracy on its own group's dev examples, ``rollout.first_turn_accuracy``,
+and on the other groups' dev examples, beside the student's on the same examples).
+
+A teacher trained on its group alone can forget the rest, and what it forgot reaches the student
+through distillation: the special-case teacher of 2026-12-05 refused 15 of 20 tool tasks of other
+groups, the very 15 the MOPD student then refused (docs/recipe.md). ``--rehearsal R`` makes R of
+each teacher's examples other groups' examples (a seeded draw), and the other-groups dev score
+shows what a teacher kept.
 Finished teachers are skipped on a rerun; an interrupted one resumes through the SFT trainer's
 saved state.
 
@@ -29,6 +36,7 @@ saved state.
 from __future__ import annotations
 
 import json
+import random
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -62,7 +70,9 @@ class TeachersConfig:
     teacher_endpoint: list[str] = field(default_factory=list, metadata={"help": "GROUP=URL: that group's teacher is an OpenAI-compatible server (e.g. vLLM at http://host:8000/v1) returning prompt log-probs."})
     endpoint_model: str | None = field(default=None, metadata={"help": "Model name sent to endpoint teachers (vLLM's --served-model-name)."})
     endpoint_top_k: int = field(default=20, metadata={"help": "Top-K log-probs requested per token from endpoint teachers."})
+    rehearsal: float = field(default=0.0, metadata={"help": "Share of each local teacher's training examples drawn from the other groups (seeded), so it keeps what the student does elsewhere; 0: its group alone."})
     eval_examples: int = field(default=24, metadata={"help": "Dev examples of its own group on which each local teacher's first turn is scored (rollout.first_turn_accuracy)."})
+    eval_other: bool = field(default=True, metadata={"help": "Also score each local teacher and the student on as many dev examples of the other groups (what the teacher kept elsewhere)."})
     eval_max_new_tokens: int = field(default=160, metadata={"help": "Generation limit for that check."})
     max_length: int = field(default=2048, metadata={"help": "Longer training sequences are skipped."})
     save_every: int = field(default=50, metadata={"help": "Steps between resumable teacher checkpoints."})
@@ -91,38 +101,62 @@ def split_by_group(rows: list[dict], group: str) -> list[dict]:
     return [r for r in rows if r.get("group") == group]
 
 
-def write_group_data(data: Path, group: str, folder: Path) -> dict:
-    """Write the group's train/dev examples to ``folder``; returns their counts."""
+def other_groups(rows: list[dict], group: str) -> list[dict]:
+    """The rows of every group but ``group``, interleaved group by group (so the first few cover them all)."""
+    from botpsy.eval.suites import by_kind_round_robin
+    from types import SimpleNamespace
+
+    wrapped = [SimpleNamespace(kind=r.get("group"), row=r) for r in rows if r.get("group") != group]
+    return [w.row for w in by_kind_round_robin(wrapped, len(wrapped))]
+
+
+def with_rehearsal(rows: list[dict], others: list[dict], share: float, seed: int) -> list[dict]:
+    """``rows`` plus a seeded draw of ``others`` that makes up ``share`` of the result (rounded)."""
+    if not 0 <= share < 1:
+        raise ValueError(f"--rehearsal {share}: give a share in [0, 1)")
+    wanted = min(len(others), round(len(rows) * share / (1 - share)))
+    return rows + random.Random(seed).sample(others, wanted)
+
+
+def write_group_data(data: Path, group: str, folder: Path, rehearsal: float = 0.0, seed: int = 0) -> dict:
+    """Write the group's train/dev examples to ``folder`` (train with ``rehearsal`` of other groups'
+    examples mixed in); returns their counts."""
     from botpsy.train.sft import read_jsonl
 
     folder.mkdir(parents=True, exist_ok=True)
     counts = {}
     for split in ("train", "dev"):
-        rows = split_by_group(read_jsonl(data / f"{split}.jsonl"), group)
+        every = read_jsonl(data / f"{split}.jsonl")
+        rows = split_by_group(every, group)
         if split == "train" and not rows:
             raise ValueError(f"{data / 'train.jsonl'} has no examples of group {group!r}")
+        if split == "train" and rehearsal:
+            rows = with_rehearsal(rows, [r for r in every if r.get("group") != group], rehearsal, seed)
+            counts["rehearsal"] = sum(r.get("group") != group for r in rows)
         (folder / f"{split}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
         counts[split] = len(rows)
     return counts
 
 
-def is_finished(folder: Path, group: str, steps: int) -> bool:
-    """Has ``folder`` a final teacher checkpoint of ``group`` trained for ``steps`` steps?"""
+def is_finished(folder: Path, group: str, steps: int, rehearsal: float = 0.0) -> bool:
+    """Has ``folder`` a final teacher checkpoint of ``group`` trained for ``steps`` steps, with the
+    same ``rehearsal`` share?"""
     from botpsy.model.checkpoint import is_adapter_folder
 
     meta = folder / "meta.json"
     if not meta.is_file() or not ((folder / "config.json").is_file() or is_adapter_folder(folder)):
         return False
     record = json.loads(meta.read_text())
-    return record.get("stage") == f"teacher-{group}" and record.get("steps") == steps
+    return (record.get("stage") == f"teacher-{group}" and record.get("steps") == steps
+            and record.get("rehearsal", 0.0) == rehearsal)
 
 
 def train_teacher(config: TeachersConfig, group: str, init: str, folder: Path) -> dict:
     """Train one local teacher with the SFT trainer (resumes if interrupted); returns its record."""
     from botpsy.train import sft
 
-    counts = write_group_data(Path(config.data), group, folder / "data")
-    if config.steps > 0 and not is_finished(folder, group, config.steps):
+    counts = write_group_data(Path(config.data), group, folder / "data", config.rehearsal, config.seed)
+    if config.steps > 0 and not is_finished(folder, group, config.steps, config.rehearsal):
         sft_config = sft.SFTConfig(
             init=init, data=str(folder / "data"), out=str(folder), stage=f"teacher-{group}", steps=config.steps,
             batch_tokens=config.batch_tokens, lr=config.lr, warmup_steps=min(config.warmup_steps, config.steps),
@@ -130,8 +164,12 @@ def train_teacher(config: TeachersConfig, group: str, init: str, folder: Path) -
             eval_every=0, eval_examples=0, test_examples=0, save_every=config.save_every,
             seed=config.seed, threads=config.threads, json=False)
         sft.main(sft_config)
+        if config.rehearsal:  # stamped, so a rerun with another share trains again
+            meta = json.loads((folder / "meta.json").read_text())
+            (folder / "meta.json").write_text(json.dumps({**meta, "rehearsal": config.rehearsal}, indent=2) + "\n")
     path = str(folder) if config.steps > 0 else init
-    return {"kind": "local", "path": path, "init": init, "steps": config.steps, "examples": counts, "dtype": config.dtype}
+    return {"kind": "local", "path": path, "init": init, "steps": config.steps, "examples": counts, "dtype": config.dtype,
+            "rehearsal": config.rehearsal}
 
 
 def dev_accuracy(ckpt, rows: list[dict], config) -> dict:
@@ -180,22 +218,31 @@ def main(config: TeachersConfig) -> int:
         record = teachers.get(group, {})
         init = inits.get(group, config.init)
         if record.get("kind") == "local" and record.get("init") == init and "dev_call" in record and \
-                (config.steps == 0 or is_finished(folder, group, config.steps)):
+                (config.steps == 0 or is_finished(folder, group, config.steps, config.rehearsal)):
             print(f"[teachers] {group}: finished, skipped")
             continue
         record = train_teacher(config, group, init, folder)
-        rows = split_by_group(dev_rows, group)
-        record["dev_call"] = dev_accuracy(load_checkpoint(record["path"], dtype=config.dtype), rows, config)
-        # The student on the same examples: a teacher worth distilling beats it on its own group.
+        rows, others = split_by_group(dev_rows, group), other_groups(dev_rows, group)
+        teacher = load_checkpoint(record["path"], dtype=config.dtype)
+        record["dev_call"] = dev_accuracy(teacher, rows, config)
+        if config.eval_other and others:
+            record["other_dev_call"] = dev_accuracy(teacher, others, config)
+        del teacher
+        # The student on the same examples: a teacher worth distilling beats it on its own group
+        # and keeps what the student does on the others.
         student = student or load_checkpoint(config.init, dtype=config.dtype)  # loaded once, for every group
         record["student_dev_call"] = dev_accuracy(student, rows, config)
+        if config.eval_other and others:
+            record["student_other_dev_call"] = dev_accuracy(student, others, config)
         teachers[group] = record
         write_manifest(manifest_file, config, teachers)  # after each teacher: resumable
     manifest = write_manifest(manifest_file, config, teachers)
     rows = [{"group": g, "teacher": t.get("path") or t.get("url"), "steps": t.get("steps"),
              "dev first turns right": "-" if not t.get("dev_call") else f"{t['dev_call']['first_turn_rate']:.0%}",
              "dev exact calls": "-" if not t.get("dev_call") else f"{t['dev_call']['exact_call_rate']:.0%}",
-             "student first turns right": "-" if not t.get("student_dev_call") else f"{t['student_dev_call']['first_turn_rate']:.0%}"}
+             "student first turns right": "-" if not t.get("student_dev_call") else f"{t['student_dev_call']['first_turn_rate']:.0%}",
+             "other groups: teacher / student": "-" if not t.get("other_dev_call") else
+             f"{t['other_dev_call']['first_turn_rate']:.0%} / {t['student_other_dev_call']['first_turn_rate']:.0%}"}
             for g, t in teachers.items()]
     emit(manifest, config.json, lambda _: table(rows) + f"\n-> {manifest_file}")
     return 0

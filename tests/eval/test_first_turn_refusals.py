@@ -25,6 +25,7 @@ def test_refuses_reads_the_first_model_turn_only():
     refusals = load()
     assert refusals.refuses(record("a", "single", False, **REFUSE))
     assert refusals.refuses(record("a", "single", False, content="Sorry: none of the tools I have right now can do that."))
+    assert refusals.refuses(record("a", "single", False, content="That isn't something my available tools can do."))
     assert not refusals.refuses(record("a", "single", True, reasoning="I'll use set_alarm.", calls=[{"name": "set_alarm"}]))
     assert not refusals.refuses(record("a", "single", False, **REFUSE, calls=[{"name": "x"}]))  # it called anyway
     assert not refusals.refuses({"id": "a", "kind": "single", "correct": False, "steps": []})

@@ -61,6 +61,22 @@ def test_teachers_stage_writes_manifest_and_skips_finished(trained_student, data
     assert (out / "device" / "model.safetensors").stat().st_mtime_ns == weights
 
 
+def test_rehearsal_mixes_other_groups_in_and_retrains_when_the_share_changes(trained_student, data_dir, tmp_path):  # noqa: F811
+    out = tmp_path / "teachers"
+    manifest = run_teachers(trained_student, data_dir, out, groups="device", rehearsal=0.5)
+    device = manifest["teachers"]["device"]
+    rows = [json.loads(line) for line in (out / "device" / "data" / "train.jsonl").read_text().splitlines()]
+    assert [r["group"] for r in rows].count("device") == 6 and [r["group"] for r in rows].count("personal") == 6
+    assert device["examples"] == {"train": 12, "rehearsal": 6, "dev": 2} and device["rehearsal"] == 0.5
+    # the other groups' dev examples are scored for the teacher and the student alike
+    assert device["other_dev_call"]["call_examples"] + device["other_dev_call"]["no_call_examples"] == 2
+    assert device["student_other_dev_call"].keys() == device["other_dev_call"].keys()
+    assert json.loads((out / "device" / "meta.json").read_text())["rehearsal"] == 0.5
+    from botpsy.train.teachers import is_finished
+
+    assert is_finished(out / "device", "device", 2, 0.5) and not is_finished(out / "device", "device", 2, 0.0)
+
+
 def test_teacher_init_with_zero_steps_uses_the_checkpoint_as_is(trained_student, data_dir, tmp_path):  # noqa: F811
     manifest = run_teachers(trained_student, data_dir, tmp_path / "t", groups="personal", steps=0,
                             teacher_init=[f"personal={trained_student}"])

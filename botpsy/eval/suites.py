@@ -146,9 +146,9 @@ class DeviceSuite:
                 "by_kind": group_figures(records, "kind"), "by_domain": group_figures(records, "domain")}
 
 
-def by_kind_round_robin(tasks: list, n: int) -> list:
-    """Up to ``n`` tasks taken one kind at a time in turn (each kind's tasks in file order), so a
-    small sample still has every kind.
+def by_kind_round_robin(tasks: list, n: int, key=lambda task: task.kind) -> list:
+    """Up to ``n`` tasks taken one kind (``key``) at a time in turn (each kind's tasks in file order),
+    so a small sample still has every kind.
 
     >>> from types import SimpleNamespace as T
     >>> tasks = [T(kind="a", id=1), T(kind="a", id=2), T(kind="a", id=3), T(kind="b", id=4)]
@@ -157,7 +157,7 @@ def by_kind_round_robin(tasks: list, n: int) -> list:
     """
     queues: dict[str, list] = defaultdict(list)
     for task in tasks:
-        queues[task.kind].append(task)
+        queues[key(task)].append(task)
     picked: list = []
     while len(picked) < n and any(queues.values()):
         for kind in list(queues):

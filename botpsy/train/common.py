@@ -92,26 +92,17 @@ def head_loss(lm_head, hidden: torch.Tensor, targets: torch.Tensor, chunk: int |
     (``torch.utils.checkpoint``), so the peak is one chunk's logits; a batch with at most ``chunk``
     labelled positions (most agent batches) takes the plain path. Same value and gradients.
     """
-    n, chunk = len(targets), chunk or LOSS_CHUNK
-    parts = [(hidden[s:s + chunk], targets[s:s + chunk]) for s in range(0, max(n, 1), chunk)]
-    if len(parts) > 1 and torch.is_grad_enabled():  # one chunk's logits at a time, recomputed in backward
-        return sum(torch.utils.checkpoint.checkpoint(_summed_loss, lm_head, h, t, use_reentrant=False)
-                   for h, t in parts) / n
-    return sum(_summed_loss(lm_head, h, t) for h, t in parts) / n
-
-
-def _summed_loss(lm_head, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.cross_entropy(lm_head(hidden).float(), targets, reduction="sum")
+    return -head_token_logprobs(lm_head, hidden, targets, chunk).sum() / len(targets)
 
 
 def head_token_logprobs(lm_head, hidden: torch.Tensor, targets: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
     """Log-prob of each ``targets`` token under ``lm_head(hidden)`` (``hidden`` [N, H], ``targets`` [N]),
-    ``chunk`` positions at a time and recomputed in the backward pass, as ``head_loss``: the peak is one
+    ``chunk`` positions at a time and recomputed in the backward pass (what ``head_loss`` sums): the peak is one
     chunk's logits, not [N, vocabulary] with its float32 and softmax copies (RL's rollouts of up to a
     thousand tokens, four to a batch, would hold some 2.4 GB of each). Same values and gradients."""
     n, chunk = len(targets), chunk or LOSS_CHUNK
     parts = [(hidden[s:s + chunk], targets[s:s + chunk]) for s in range(0, max(n, 1), chunk)]
-    if len(parts) > 1 and torch.is_grad_enabled():
+    if len(parts) > 1 and torch.is_grad_enabled():  # one chunk's logits at a time, recomputed in backward
         return torch.cat([torch.utils.checkpoint.checkpoint(_token_logprobs, lm_head, h, t, use_reentrant=False)
                           for h, t in parts])
     return torch.cat([_token_logprobs(lm_head, h, t) for h, t in parts])

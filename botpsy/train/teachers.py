@@ -104,10 +104,9 @@ def split_by_group(rows: list[dict], group: str) -> list[dict]:
 def other_groups(rows: list[dict], group: str) -> list[dict]:
     """The rows of every group but ``group``, interleaved group by group (so the first few cover them all)."""
     from botpsy.eval.suites import by_kind_round_robin
-    from types import SimpleNamespace
 
-    wrapped = [SimpleNamespace(kind=r.get("group"), row=r) for r in rows if r.get("group") != group]
-    return [w.row for w in by_kind_round_robin(wrapped, len(wrapped))]
+    others = [r for r in rows if r.get("group") != group]
+    return by_kind_round_robin(others, len(others), key=lambda r: r.get("group"))
 
 
 def with_rehearsal(rows: list[dict], others: list[dict], share: float, seed: int) -> list[dict]:
@@ -131,8 +130,9 @@ def write_group_data(data: Path, group: str, folder: Path, rehearsal: float = 0.
         if split == "train" and not rows:
             raise ValueError(f"{data / 'train.jsonl'} has no examples of group {group!r}")
         if split == "train" and rehearsal:
+            own = len(rows)
             rows = with_rehearsal(rows, [r for r in every if r.get("group") != group], rehearsal, seed)
-            counts["rehearsal"] = sum(r.get("group") != group for r in rows)
+            counts["rehearsal"] = len(rows) - own
         (folder / f"{split}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
         counts[split] = len(rows)
     return counts

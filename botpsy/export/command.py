@@ -53,6 +53,7 @@ class ExportConfig:
     keep_f32: bool = field(default=False, metadata={"help": "Keep the float32 intermediate model-f32.gguf."})
     threads: int = field(default=0, metadata={"help": "Quantizer threads (0: all cores)."})
     name: str = field(default="botpsy", metadata={"help": "Model name written into the GGUF metadata."})
+    adapter_strength: float = field(default=1.0, metadata={"help": "lora format only: scale the adapter's LoRA change by this number in (0, 1], a weight-space interpolation between the base and the fine-tuned model (the trained tool-call token rows stay whole). 1: the adapter as trained."})
     allow_fallback: bool = field(default=False, metadata={"help": "Export even where llama.cpp must give some matrices another type than the format's (a pretrained model whose widths are not multiples of the block, e.g. the 0.5B student's 896 under Q4_K_M); the fallbacks are listed in meta.json's notices. Off: refuse, as for the reference family whose widths botpsy chooses."})
     json: bool = field(default=False, metadata={"help": "Print the result as JSON."})
 
@@ -80,6 +81,8 @@ def export_checkpoint(config: ExportConfig) -> dict:
     names = parse_formats(config.formats)
     out = Path(config.out)
     files: dict[str, dict] = {}
+    if config.adapter_strength != 1.0 and names != [LORA.name]:
+        raise ExportError("--adapter-strength applies to the lora format alone; export the merged formats separately")
     if LORA.name in names:
         files[LORA.name] = export_lora(config, out)
         names.remove(LORA.name)
@@ -127,9 +130,10 @@ def export_lora(config: ExportConfig, out: Path) -> dict:
     from botpsy.export.lora_gguf import write_lora_gguf
 
     target = out / file_name(LORA.name)
-    written = write_lora_gguf(config.checkpoint, target, name=config.name)
+    written = write_lora_gguf(config.checkpoint, target, name=config.name, strength=config.adapter_strength)
     return {**describe_file(target, LORA), "architecture": written["architecture"], "base": written["base"],
-            "base_sha256": written["base_sha256"], "adapted_matrices": written["adapted_matrices"]}
+            "base_sha256": written["base_sha256"], "adapted_matrices": written["adapted_matrices"],
+            "strength": written["strength"]}
 
 
 def write_record(config: ExportConfig, out: Path, files: dict, notices: list[str], model_type: str, arch: str,

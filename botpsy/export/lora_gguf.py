@@ -20,9 +20,14 @@ The file is what llama.cpp's adapter loader reads:
   ``lora_a`` holds the k row changes and ``lora_b`` picks their rows; llama.cpp looks embeddings
   up in ``lora_a`` and multiplies by ``lora_b``, so for ``token_embd.weight`` the pair is flipped;
 * ``botpsy.adapter.base`` (a known base name or a file), its size and sha256, checked before the
-  pair is loaded, and botpsy's chat template, which the base file does not carry.
+  pair is loaded, and botpsy's chat template, which the base file does not carry;
+* ``botpsy.adapter.strength`` when the file is written at a strength below 1: every LoRA matrix's
+  change is scaled by it (a weight-space interpolation between the base and the fine-tuned model,
+  as in WiSE-FT), while the trained token rows are kept whole, since the base has never learned
+  the tool-call tokens and a half-trained row would only make calls rarer.
 
     write_lora_gguf("release/botpsy-0.5b-sft", "gguf/model-lora.gguf")
+    write_lora_gguf("release/botpsy-0.5b-sft", "gguf-half/model-lora.gguf", strength=0.5)
     pair = find_adapter("gguf/model-lora.gguf")   # -> base file, adapter file, template (None: not an adapter)
 """
 
@@ -41,6 +46,7 @@ from botpsy.export.gguf_writer import ExportError
 KEY_BASE = "botpsy.adapter.base"
 KEY_BASE_BYTES = "botpsy.adapter.base_bytes"
 KEY_BASE_SHA256 = "botpsy.adapter.base_sha256"
+KEY_STRENGTH = "botpsy.adapter.strength"
 PEFT_PREFIX = "base_model.model."
 TOKEN_ROWS_SUFFIX = ".token_adapter.trainable_tokens_delta"
 # peft options that change what an adapter computes; botpsy's LoRA settings leave them off.
@@ -67,11 +73,13 @@ class AdapterPair:
 # ---------------------------------------------------------------- writing
 
 
-def write_lora_gguf(adapter_dir: str | Path, out: str | Path, base: str | None = None, name: str = "botpsy") -> dict:
+def write_lora_gguf(adapter_dir: str | Path, out: str | Path, base: str | None = None, name: str = "botpsy",
+                    strength: float = 1.0) -> dict:
     """Write the adapter of a LoRA stage folder as a llama.cpp adapter GGUF; return a record of it.
 
     ``base`` (a known base name or a ``.gguf`` file) defaults to the base named in the folder's
-    ``meta.json``. The file is written as ``<out>.partial`` and renamed once complete.
+    ``meta.json``. ``strength`` in (0, 1] scales the LoRA matrices' change (1: the adapter as
+    trained). The file is written as ``<out>.partial`` and renamed once complete.
     """
     import gguf
 
@@ -79,6 +87,8 @@ def write_lora_gguf(adapter_dir: str | Path, out: str | Path, base: str | None =
     from botpsy.model.checkpoint import adapter_base, is_adapter_folder
 
     adapter_dir, out = Path(adapter_dir), Path(out)
+    if not 0.0 < strength <= 1.0:
+        raise ExportError(f"the adapter strength is {strength}; give a number in (0, 1] (1: the adapter as trained)")
     if not is_adapter_folder(adapter_dir):
         raise ExportError(f"{adapter_dir} is not a LoRA stage folder (no adapter_config.json); the lora format "
                           "needs the adapter, not a merged or fully trained checkpoint")
@@ -94,22 +104,23 @@ def write_lora_gguf(adapter_dir: str | Path, out: str | Path, base: str | None =
         base_ref = str(base_path.resolve())
     reader = gguf.GGUFReader(str(base_path))
     arch = _field(reader, "general.architecture")
-    tensors = lora_tensors(adapter_dir, reader, arch)
+    tensors = lora_tensors(adapter_dir, reader, arch, strength)
 
     partial = out.with_name(out.name + ".partial")
     partial.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _write(partial, arch, name, base_ref, base_bytes, base_sha, tensors)
+        _write(partial, arch, name, base_ref, base_bytes, base_sha, tensors, strength)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
     os.replace(partial, out)
     adapted = [n for n, _ in tensors if n.endswith(".lora_a") and n.removesuffix(".lora_a") not in TOKEN_ROW_TARGETS]
     return {"file": out.name, "format": "lora", "architecture": arch, "base": base_ref, "base_sha256": base_sha,
-            "adapted_matrices": len(adapted)}
+            "adapted_matrices": len(adapted), "strength": strength}
 
 
-def _write(path: Path, arch: str, name: str, base_ref: str, base_bytes: int, base_sha: str, tensors) -> None:
+def _write(path: Path, arch: str, name: str, base_ref: str, base_bytes: int, base_sha: str, tensors,
+           strength: float) -> None:
     import gguf
 
     from botpsy.model.tokenizer import CHAT_TEMPLATE
@@ -123,6 +134,8 @@ def _write(path: Path, arch: str, name: str, base_ref: str, base_bytes: int, bas
         writer.add_string(KEY_BASE, base_ref)
         writer.add_uint64(KEY_BASE_BYTES, base_bytes)
         writer.add_string(KEY_BASE_SHA256, base_sha)
+        if strength != 1.0:
+            writer.add_float32(KEY_STRENGTH, strength)
         for tensor_name, data in tensors:
             writer.add_tensor(tensor_name, data)
         writer.write_header_to_file()
@@ -132,8 +145,12 @@ def _write(path: Path, arch: str, name: str, base_ref: str, base_bytes: int, bas
         writer.close()
 
 
-def lora_tensors(adapter_dir: Path, base_reader, arch: str) -> list[tuple[str, np.ndarray]]:
-    """The ``(name, float32 array)`` pairs of the adapter file, checked against the base's shapes."""
+def lora_tensors(adapter_dir: Path, base_reader, arch: str, strength: float = 1.0) -> list[tuple[str, np.ndarray]]:
+    """The ``(name, float32 array)`` pairs of the adapter file, checked against the base's shapes.
+
+    ``strength`` scales the LoRA matrices (folded into ``lora_b`` with peft's ``alpha / r``); the
+    trained token rows are written whole.
+    """
     import gguf
     from safetensors.torch import load_file
 
@@ -143,7 +160,7 @@ def lora_tensors(adapter_dir: Path, base_reader, arch: str) -> list[tuple[str, n
     used = [k for k in UNSUPPORTED_OPTIONS if config.get(k)]
     if used:
         raise ExportError(f"{adapter_dir}: adapter options llama.cpp's LoRA cannot express: {', '.join(used)}")
-    scale = float(config["lora_alpha"]) / float(config["r"])
+    scale = strength * float(config["lora_alpha"]) / float(config["r"])
     base = {t.name: t for t in base_reader.tensors}
     arch_id = {v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}.get(arch)
     if arch_id is None:

@@ -71,6 +71,47 @@ def test_the_trained_token_rows_reach_llama_cpp(lora_dir, student_sft, qwen2_ggu
     assert np.abs(tensors["token_embd.weight.lora_b"]).max() > 0 and np.abs(tensors["output.weight.lora_a"]).max() > 0
 
 
+def test_a_weaker_adapter_scales_the_lora_matrices_and_keeps_the_token_rows(lora_dir, student_sft, tmp_path):
+    """``--adapter-strength 0.5``: half of every LoRA change, the tool-call token rows whole, the strength recorded."""
+    from gguf import GGUFReader
+
+    from botpsy.cli import main
+    from botpsy.runtime.backend import BackendOptions
+    from botpsy.runtime.llama_backend import LlamaBackend
+
+    out = tmp_path / "half"
+    assert main(["export", str(student_sft), "--out", str(out), "--formats", "lora", "--adapter-strength", "0.5"]) == 0
+    assert json.loads((out / "meta.json").read_text())["files"]["lora"]["strength"] == 0.5
+    full, half = (GGUFReader(str(d / "model-lora.gguf")) for d in (lora_dir, out))
+    assert float(half.fields["botpsy.adapter.strength"].parts[-1][0]) == 0.5
+    assert "botpsy.adapter.strength" not in full.fields  # an adapter as trained carries no strength
+    full_tensors = {t.name: np.asarray(t.data) for t in full.tensors}
+    checked = 0
+    for tensor in half.tensors:
+        expected = full_tensors[tensor.name]
+        if tensor.name.endswith(".lora_b") and not tensor.name.startswith(("token_embd", "output.")):
+            expected, checked = expected * 0.5, checked + 1
+        np.testing.assert_allclose(np.asarray(tensor.data), expected, rtol=1e-6, atol=0)
+    assert checked == 2 * 7
+    backend = LlamaBackend(out / "model-lora.gguf", BackendOptions(threads=1, n_ctx=256))
+    backend.close()
+
+
+@pytest.mark.parametrize("strength", ["0", "1.5", "-1"])
+def test_an_adapter_strength_outside_zero_to_one_is_refused(student_sft, tmp_path, strength):
+    with pytest.raises(ExportError, match=r"give a number in \(0, 1\]"):
+        write_lora_gguf(student_sft, tmp_path / "x.gguf", strength=float(strength))
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_adapter_strength_with_merged_formats_is_refused(student_sft, tmp_path):
+    from botpsy.export.command import ExportConfig, export_checkpoint
+
+    with pytest.raises(ExportError, match="applies to the lora format alone"):
+        export_checkpoint(ExportConfig(checkpoint=str(student_sft), out=str(tmp_path / "o"), formats="lora,q8_0",
+                                       adapter_strength=0.5))
+
+
 def test_a_backend_opens_the_adapter_file_with_its_base(lora_dir, qwen2_gguf):
     from botpsy.runtime.backend import BackendOptions
     from botpsy.runtime.llama_backend import LlamaBackend

@@ -270,7 +270,8 @@ def score_completions(model, samples: list[Sample], pad_id: int, detach_prompt: 
     ``keep_logits=False`` (RL, which needs only the sampled tokens' log-probs): ``logits`` is None
     and the log-probs come from ``common.head_token_logprobs``, a chunk of positions at a time, so
     a batch of long rollouts never holds its [B, T, vocabulary] logits. MOPD's divergences need
-    the whole distribution and keep them.
+    the whole distribution and keep them. A wrapped model (DDP, DeepSpeed) is called through its
+    own forward, which projects the positions from the earliest completion start to the latest end.
     """
     from botpsy.train.common import head_token_logprobs, hidden_after
     from botpsy.train.lora import bare_causal_lm
@@ -287,9 +288,11 @@ def score_completions(model, samples: list[Sample], pad_id: int, detach_prompt: 
             flat = head_token_logprobs(bare.lm_head, picked.reshape(-1, picked.shape[-1]), targets.reshape(-1))
             return Scored(logits=None, token_logprobs=flat.view_as(mask) * mask, mask=mask)
         logits = bare.lm_head(picked).float()
-    else:  # a wrapped model (DDP / DeepSpeed): its own forward keeps gradient synchronisation
-        full = model(input_ids=ids).logits
-        logits = full.gather(1, index[..., None].expand(-1, -1, full.shape[-1])).float()
+    else:  # a wrapped model (DDP / DeepSpeed): its own forward keeps gradient synchronisation,
+        # and ``logits_to_keep`` projects only the span the completions cover, not the prompts
+        start, stop = int(index.min()), int(index.max()) + 1
+        span = model(input_ids=ids, logits_to_keep=torch.arange(start, stop, device=device)).logits
+        logits = span.gather(1, (index - start)[..., None].expand(-1, -1, span.shape[-1])).float()
     token_logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0] * mask
     return Scored(logits=logits if keep_logits else None, token_logprobs=token_logprobs, mask=mask)
 

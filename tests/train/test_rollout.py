@@ -226,6 +226,33 @@ def test_lean_scoring_gives_the_same_logprobs_and_gradients_without_the_logits(s
     model.zero_grad()
 
 
+class Wrapped(torch.nn.Module):
+    """Stands in for DDP / DeepSpeed: the model behind a module whose forward passes everything on."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, **kwargs):
+        return self.module(**kwargs)
+
+
+def test_a_wrapped_model_is_scored_through_its_own_forward_on_the_completion_span_alone(student, monkeypatch):
+    model, tokenizer = student
+    samples = sample_batch(model, tokenizer, [first_turn_prompt(e) for e in chat_examples(3)], max_new_tokens=6, temperature=1.0)
+    kept = []
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda **kw: kept.append(kw["logits_to_keep"]) or forward(**kw))
+    for keep in (True, False):
+        direct = score_completions(model, samples, tokenizer.pad_token_id, keep_logits=keep)
+        assert not kept  # a bare model never goes through its forward's head
+        wrapped = score_completions(Wrapped(model), samples, tokenizer.pad_token_id, keep_logits=keep)
+        assert torch.allclose(wrapped.token_logprobs, direct.token_logprobs, atol=1e-5)
+        assert torch.equal(wrapped.mask, direct.mask)
+        starts = [len(s.prompt_ids) - 1 for s in samples]
+        assert kept.pop().tolist() == list(range(min(starts), max(st + len(s.completion_ids) for st, s in zip(starts, samples))))
+
+
 def test_first_turn_accuracy_scores_calls_and_turns_that_call_nothing(monkeypatch, tiny_tokenizer):
     from botpsy.train import rollout
 

@@ -23,8 +23,8 @@ The file is what llama.cpp's adapter loader reads:
   pair is loaded, and botpsy's chat template, which the base file does not carry;
 * ``botpsy.adapter.strength`` when the file is written at a strength below 1: every LoRA matrix's
   change is scaled by it (a weight-space interpolation between the base and the fine-tuned model,
-  as in WiSE-FT), while the trained token rows are kept whole, since the base has never learned
-  the tool-call tokens and a half-trained row would only make calls rarer.
+  as in WiSE-FT), while the trained token rows are kept whole: the base never learned the
+  tool-call tokens, and a scaled row would be a token neither model was trained with.
 
     write_lora_gguf("release/botpsy-0.5b-sft", "gguf/model-lora.gguf")
     write_lora_gguf("release/botpsy-0.5b-sft", "gguf-half/model-lora.gguf", strength=0.5)

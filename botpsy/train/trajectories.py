@@ -10,7 +10,8 @@ the train split also gets up to N copies of each example whose copied values are
 
 Outputs in ``--out``: ``train.jsonl``, ``dev.jsonl``, ``test.jsonl`` (one example per line:
 ``id, task_id, kind, domain, group, split, thinking, messages, tools``; ``--general FILE`` adds
-the everyday requests of ``botpsy general`` to the train split), ``corpus.txt`` (the
+the everyday requests of ``botpsy general`` to the train split, ``--functions N`` that many
+requests against functions beyond the device world, ``botpsy.train.functions``), ``corpus.txt`` (the
 rendered training conversations, for ``botpsy tokenizer``) and ``meta.json`` (provenance).
 The test split is written for evaluation only; nothing trains on it.
 
@@ -44,6 +45,7 @@ class DataConfig:
     value_swaps: int = field(default=0, metadata={"help": "Extra training copies of each train example whose copied values (names, queries, texts the user typed) are renamed to made-up ones everywhere (botpsy.train.augment); 0 = none."})
     general: str = field(default="", metadata={"help": "A general.jsonl from `botpsy general` (everyday requests answered by the base model) to add to the train split; empty: none."})
     general_copies: int = field(default=1, metadata={"help": "Times each general example goes into the train split: sets their share beside the device tasks (a few hundred kept answers are a few percent of 3,700 task examples at 1)."})
+    functions: int = field(default=0, metadata={"help": "Varied function-calling examples (botpsy.train.functions: a catalogue of everyday functions beyond the device world, single, multiple, parallel and irrelevant requests) added to the train split; 0: none."})
     json: bool = field(default=False, metadata={"help": "Print the summary as JSON."})
 
 
@@ -173,6 +175,8 @@ def read_tasks(path: Path) -> list[dict]:
 
 
 def main(config: DataConfig) -> int:
+    from botpsy.train.functions import examples as function_examples
+
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(config.seed)
@@ -184,12 +188,13 @@ def main(config: DataConfig) -> int:
             examples = with_value_swaps(examples, config.value_swaps, config.seed)
         swapped = len(examples) - len(originals)
         general = read_general(Path(config.general), config.general_copies) if split == "train" and config.general else []
-        examples = examples + general
+        varied = function_examples(config.functions, config.seed, config.thinking_share) if split == "train" else []
+        examples = examples + general + varied
         write_jsonl(out / f"{split}.jsonl", examples)
         summary[split] = {"examples": len(examples), "thinking_on": sum(e["thinking"] for e in examples),
                           "kinds": dict(sorted(Counter(e["kind"] for e in examples).items())),
                           "value_swapped_copies": swapped, "general": len(general),
-                          "general_copies": config.general_copies if general else 0}
+                          "general_copies": config.general_copies if general else 0, "functions": len(varied)}
         if split == "train":
             write_corpus(out / "corpus.txt", originals)  # the tokenizer learns what users type, not made-up words
     meta = {"stage": "data", "config": vars(config), "tasks_meta": str(Path(config.tasks)), "splits": summary,

@@ -1,0 +1,125 @@
+"""`botpsy data --functions N`: varied function-calling examples whose gold calls are exact and grounded."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+from botpsy.chat.parse import parse_output
+from botpsy.cli import main as cli_main
+from botpsy.train import functions
+from botpsy.train.encode import assistant_spans, without_reasoning
+
+BY_NAME = {f.name: f for f in functions.CATALOGUE}
+
+
+@pytest.fixture(scope="module")
+def generated():
+    return functions.examples(600, seed=5)
+
+
+def catalogue_name(offered: str) -> str:
+    """Undo a name style: ``domain.name`` -> name, camelCase -> snake_case."""
+    bare = offered.split(".")[-1]
+    return re.sub(r"(?<!^)([A-Z])", lambda m: "_" + m.group(1).lower(), bare)
+
+
+def test_catalogue_is_consistent():
+    assert functions.catalogue_problems() == []
+    assert len(functions.CATALOGUE) >= 60 and len({f.domain for f in functions.CATALOGUE}) >= 15
+    broken = functions.Function("f", "d", "Do it.", (functions.P("x", "integer", "x", functions.ints(1, 2)),), ("no slot here {y}",))
+    assert broken.problems() == ["f: slot 'y' is not a parameter", "f: required 'x' missing from 'no slot here {y}'"]
+
+
+def test_same_seed_same_examples_and_every_kind(generated):
+    assert functions.examples(600, seed=5) == generated
+    assert functions.examples(50, seed=6) != generated[:50]
+    assert {e["kind"] for e in generated} == set(functions.KINDS)
+    assert {e["split"] for e in generated} == {"train"}
+    styles = {("." in t["function"]["name"], any(c.isupper() for c in t["function"]["name"])) for e in generated for t in e["tools"]}
+    assert {(False, False), (True, False), (False, True)} <= styles
+
+
+def test_every_example_renders_and_parses_back_to_its_gold_calls(generated):
+    for example in generated:
+        messages = example["messages"] if example["thinking"] else [without_reasoning(m) for m in example["messages"]]
+        text, spans = assistant_spans(messages, example["tools"], example["thinking"])
+        (start, end), = spans
+        parsed = parse_output(text[start:end], example["tools"], thinking=example["thinking"])
+        gold = [(c["function"]["name"], c["function"]["arguments"]) for c in example["messages"][1].get("tool_calls", [])]
+        assert parsed.ok, (example["id"], parsed.errors)
+        assert [(c.name, c.arguments) for c in parsed.tool_calls] == gold, example["id"]
+
+
+def test_calls_match_what_was_asked_and_give_every_required_argument(generated):
+    for example in generated:
+        reply = example["messages"][1]
+        offered = {catalogue_name(t["function"]["name"]) for t in example["tools"]}
+        calls = reply.get("tool_calls") or []
+        if example["kind"] == "fn_irrelevant":
+            assert not calls and reply["content"]
+            assert not set(example["asked"]) & offered
+            assert all(BY_NAME[n].domain != BY_NAME[example["asked"][0]].domain for n in offered)
+            continue
+        assert {catalogue_name(c["function"]["name"]) for c in calls} == set(example["asked"]) <= offered
+        for c in calls:
+            required = {p.name for p in BY_NAME[catalogue_name(c["function"]["name"])].params if p.required}
+            assert required <= set(c["function"]["arguments"])
+        keys = [json.dumps(c["function"], sort_keys=True) for c in calls]
+        assert len(keys) == len(set(keys)), "a parallel request never asks the same call twice"
+        if example["kind"] in ("fn_single", "fn_multiple"):
+            assert len(calls) == 1
+            assert (len(example["tools"]) == 1) == (example["kind"] == "fn_single")
+        else:
+            assert len(calls) >= 2
+
+
+def test_reasoning_grounds_the_verdict_in_the_request(generated):
+    for example in generated:
+        reply = example["messages"][1]
+        reasoning = reply["reasoning_content"]
+        purpose = BY_NAME[example["asked"][0]].purpose
+        assert purpose in reasoning, example["id"]
+        for call in reply.get("tool_calls") or []:
+            assert call["function"]["name"] in reasoning
+            for key, value in call["function"]["arguments"].items():
+                assert f"{key}={json.dumps(value, ensure_ascii=False)}" in reasoning
+        if example["kind"] == "fn_irrelevant":
+            assert all(t["function"]["name"] in reasoning for t in example["tools"])
+            assert reasoning.endswith("so I won't call any.")
+
+
+def test_string_values_come_from_the_request_text(generated):
+    for example in generated:
+        request = example["messages"][0]["content"]
+        for call in example["messages"][1].get("tool_calls") or []:
+            for value in call["function"]["arguments"].values():
+                if isinstance(value, str):
+                    assert value in request, (example["id"], value)
+
+
+def test_distinct_parameters_never_repeat_a_value():
+    rng = random.Random(0)
+    for _ in range(200):
+        _, arguments = functions.fill(BY_NAME["convert_currency"], rng)
+        assert arguments["from_currency"] != arguments["to_currency"]
+
+
+def test_bad_counts_and_kinds_are_clear_errors():
+    with pytest.raises(ValueError, match="--functions must be 0 or more"):
+        functions.examples(-1)
+    with pytest.raises(ValueError, match="unknown function-example kind"):
+        functions.example("fn_nonsense", random.Random(0), 0)
+
+
+def test_data_command_adds_them_to_the_train_split_only(tmp_path, device_data):
+    tasks = device_data.parent / "tasks"
+    assert cli_main(["data", "--tasks", str(tasks), "--out", str(tmp_path / "d"), "--functions", "40"]) == 0
+    meta = json.loads((tmp_path / "d" / "meta.json").read_text())
+    assert meta["splits"]["train"]["functions"] == 40 and meta["splits"]["dev"]["functions"] == 0
+    rows = [json.loads(line) for line in (tmp_path / "d" / "train.jsonl").read_text().splitlines()]
+    assert sum(r["domain"] == "functions" for r in rows) == 40 and len(rows) == 160
+    assert all(r["domain"] != "functions" for r in map(json.loads, (tmp_path / "d" / "test.jsonl").read_text().splitlines()))

@@ -413,6 +413,14 @@ CATALOGUE: tuple[Function, ...] = (
 )
 
 
+# Functions that can do each other's requests: never offered as the "none fits" alternative.
+OVERLAPS = (frozenset({"mean_of_numbers", "grade_average"}),)
+
+
+def overlapping(a: Function, b: Function) -> bool:
+    return frozenset({a.name, b.name}) in OVERLAPS
+
+
 # --- name styles ------------------------------------------------------------------------------
 
 def styled_name(function: Function, rng: random.Random) -> str:
@@ -457,10 +465,6 @@ def call(name: str, arguments: dict, index: int) -> dict:
     return {"type": "function", "function": {"name": name, "arguments": arguments}, "id": f"call_{index}"}
 
 
-def others_phrase(names: list[str]) -> str:
-    return ", ".join(names)
-
-
 def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0.5) -> dict:
     """One generated example of ``kind`` (see the module docstring)."""
     def draw(exclude: set[str]) -> Function:
@@ -475,9 +479,10 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         request, arguments = fill(target, rng)
         asked = [target.name]
         reasoning = f"The user wants to {target.purpose}."
+        # The other offered functions are counted, never listed: a student trained on "A does
+        # that; B, C do not" went on listing made-up names on BFCL items until the token cap.
         if len(offered) > 1:
-            rest = [names[f.name] for f in offered if f is not target]
-            reasoning += f" Of the offered functions, {names[target.name]} does that; {others_phrase(rest)} do{'es' if len(rest) == 1 else ''} not."
+            reasoning += f" Of the {len(offered)} offered functions, {names[target.name]} does that."
         else:
             reasoning += f" {names[target.name]} does that."
         reasoning += f" One call: {grounding(target, names[target.name], arguments)}"
@@ -510,14 +515,23 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         reply = {"role": "assistant", "content": "", "tool_calls": [call(names[f.name], args, i) for i, (f, (_, args)) in enumerate(plan, 1)]}
     elif kind == "fn_irrelevant":
         wanted = draw(set())
-        offered = [f for f in rng.sample(CATALOGUE, k=rng.randint(1, 4)) if f.domain != wanted.domain]
-        offered = offered or [next(f for f in CATALOGUE if f.domain != wanted.domain)]
+        # Half the time the offered functions may share the request's domain (weather forecast
+        # offered, air quality asked): near misses are the hard case; overlapping pairs never.
+        kin = [f for f in CATALOGUE if f.domain == wanted.domain and f.name != wanted.name and not overlapping(f, wanted)]
+        near = rng.sample(kin, k=min(len(kin), rng.randint(1, 2))) if kin and rng.random() < 0.5 else []
+        offered = near + [f for f in rng.sample(CATALOGUE, k=rng.randint(0 if near else 1, 3)) if f.domain != wanted.domain]
+        offered = list({f.name: f for f in offered}.values()) or [next(f for f in CATALOGUE if f.domain != wanted.domain)]
         names = {f.name: styled_name(f, rng) for f in offered}
         request, _ = fill(wanted, rng)
         asked = [wanted.name]
-        listed = "; ".join(f"{names[f.name]} can {f.purpose}" for f in offered)
-        reasoning = (f"The user wants to {wanted.purpose}. The offered functions: {listed}. "
-                     "None of them does what is wanted, so I won't call any.")
+        # One offered function is named, the rest counted (a listed set invites made-up names).
+        example_function = rng.choice(offered)
+        if len(offered) == 1:
+            nearest = f"the only offered function, {names[example_function.name]}, can {example_function.purpose}"
+        else:
+            nearest = (f"none of the {len(offered)} offered functions does that "
+                       f"({names[example_function.name]}, for one, can {example_function.purpose})")
+        reasoning = f"The user wants to {wanted.purpose}, but {nearest}, so I won't call any."
         reply = {"role": "assistant", "content": rng.choice((
             f"I can't do that with the functions I have: none of them can {wanted.purpose}.",
             f"Sorry, none of the available tools can {wanted.purpose}, so I can't help with that here.",

@@ -78,7 +78,8 @@ def step_tasks(cfg: SpeedrunConfig, run: Path):
 def step_data(cfg: SpeedrunConfig, run: Path):
     from botpsy.train.trajectories import DataConfig, main
 
-    stage_cfg = DataConfig(tasks=str(run / "tasks"), out=str(run / "data"), seed=cfg.seed)
+    stage_cfg = DataConfig(tasks=str(run / "tasks"), out=str(run / "data"), seed=cfg.seed,
+                           functions=getattr(cfg, "functions", 0))
     save_config(stage_cfg, run / "data" / "config.json")
     main(stage_cfg)
 

@@ -53,6 +53,7 @@ class StudentConfig:
     train_tasks: int = field(default=3000, metadata={"help": "Device-world tasks drawn for training."})
     dev_tasks: int = field(default=200, metadata={"help": "Dev-split tasks (held-out templates)."})
     test_tasks: int = field(default=300, metadata={"help": "Test-split tasks (held-out templates and seeds)."})
+    functions: int = field(default=0, metadata={"help": "Varied function-calling examples beyond the device world added to the train split (botpsy data --functions); 0 reproduces the release's data."})
     sft_steps: int = field(default=400, metadata={"help": "SFT optimizer steps (about 4 sequences each)."})
     sft_batch_tokens: int = field(default=4096, metadata={"help": "Padded tokens per SFT step."})
     sft_lr: float = field(default=3e-4, metadata={"help": "Peak learning rate of the LoRA adapter."})

@@ -132,3 +132,15 @@ def test_data_command_adds_them_to_the_train_split_only(tmp_path, device_data):
     rows = [json.loads(line) for line in (tmp_path / "d" / "train.jsonl").read_text().splitlines()]
     assert sum(r["domain"] == "functions" for r in rows) == 40 and len(rows) == 160
     assert all(r["domain"] != "functions" for r in map(json.loads, (tmp_path / "d" / "test.jsonl").read_text().splitlines()))
+
+
+def test_student_data_stage_passes_the_count_on(tmp_path, device_data):
+    import shutil
+    from types import SimpleNamespace
+
+    from botpsy.speedrun import step_data
+
+    shutil.copytree(device_data.parent / "tasks", tmp_path / "tasks")
+    step_data(SimpleNamespace(seed=0, functions=7), tmp_path)
+    meta = json.loads((tmp_path / "data" / "meta.json").read_text())
+    assert meta["splits"]["train"]["functions"] == 7 and meta["config"]["functions"] == 7

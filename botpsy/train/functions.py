@@ -11,7 +11,8 @@ Five kinds, the shapes general function calling takes:
 
 - ``fn_single``: one function offered, the request fits it: one call;
 - ``fn_multiple``: two to five functions offered, one fits: one call to it;
-- ``fn_parallel``: the same function asked for several value sets: one call each;
+- ``fn_parallel``: the same function asked for several value sets (in one sentence, "... in Oslo,
+  Lima and Cork", or one sentence each): one call each;
 - ``fn_parallel_multiple``: two functions, each asked for once or twice;
 - ``fn_irrelevant``: the functions offered cannot do what is asked: no call, a short answer.
 
@@ -24,6 +25,7 @@ project; none of it comes from BFCL, IFEval or any other benchmark.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from dataclasses import dataclass
@@ -438,7 +440,10 @@ def styled_name(function: Function, rng: random.Random) -> str:
 
 def fill(function: Function, rng: random.Random) -> tuple[str, dict]:
     """A request for ``function`` and its gold arguments (exactly the parameters the text gives)."""
-    ask = rng.choice(function.asks)
+    return fill_template(function, rng.choice(function.asks), rng)
+
+
+def fill_template(function: Function, ask: str, rng: random.Random) -> tuple[str, dict]:
     by_name = {p.name: p for p in function.params}
     values: dict = {}
     for slot in SLOT.findall(ask):
@@ -449,6 +454,33 @@ def fill(function: Function, rng: random.Random) -> tuple[str, dict]:
                 values[slot] = by_name[slot].sample(rng)
     text = SLOT.sub(lambda m: by_name[m.group(1)].text(values[m.group(1)]), ask)
     return text, {p.name: values[p.name] for p in function.params if p.name in values}
+
+
+def fill_varying(function: Function, rng: random.Random, count: int) -> tuple[str, str, list[dict]] | None:
+    """One sentence asking for ``count`` calls that differ in one parameter ("... in Oslo, Lima and
+    Cork"): the text, the varied parameter and each call's arguments; None when the function has no
+    template with a single-valued slot to vary or too few distinct values."""
+    by_name = {p.name: p for p in function.params}
+    options = [(ask, slot) for ask in function.asks for slot in set(SLOT.findall(ask))
+               if ask.count("{" + slot + "}") == 1 and by_name[slot].type not in ("boolean", "array")]
+    if not options:
+        return None
+    ask, slot = rng.choice(options)
+    text, base = fill_template(function, ask, rng)
+    others = [base[d] for d in function.distinct if d != slot and d in base]
+    varied: list = []
+    for _ in range(40):
+        value = by_name[slot].sample(rng)
+        if value not in varied and value not in others:
+            varied.append(value)
+        if len(varied) == count:
+            break
+    if len(varied) < 2:
+        return None
+    words = [by_name[slot].text(v) for v in varied]
+    joined = ", ".join(words[:-1]) + " and " + words[-1]
+    text = SLOT.sub(lambda m: joined if m.group(1) == slot else by_name[m.group(1)].text(base[m.group(1)]), ask)
+    return text, slot, [{**base, slot: value} for value in varied]
 
 
 def grounding(function: Function, name: str, arguments: dict) -> str:
@@ -492,14 +524,26 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         offered = [target] + [draw({target.name}) for _ in range(rng.randint(0, 2))]
         offered = list({f.name: f for f in offered}.values())
         names = {f.name: styled_name(f, rng) for f in offered}
-        asks = distinct_fills([target] * rng.randint(2, 4), rng)
-        request = join_requests([text for text, _ in asks], rng)
+        count = rng.randint(2, 4)
         asked = [target.name]
         name = names[target.name]
-        per_call = " ".join(f"Call {i}: {describe_arguments(args)}." for i, (_, args) in enumerate(asks, 1))
-        reasoning = (f"The user wants to {target.purpose}, for {len(asks)} different sets of values; "
-                     f"{name} does that, so each is one call. {per_call} They don't depend on each other, so I'll make them at once.")
-        reply = {"role": "assistant", "content": "", "tool_calls": [call(name, args, i) for i, (_, args) in enumerate(asks, 1)]}
+        # Half the requests name several values in one sentence ("... in Oslo, Lima and Cork"), as
+        # people ask; the rest are separate sentences, one per call.
+        merged = fill_varying(target, rng, count) if rng.random() < 0.5 else None
+        if merged:
+            request, slot, calls = merged
+            values = ", ".join(json.dumps(c[slot], ensure_ascii=False) for c in calls)
+            opening = (f"The user wants to {target.purpose} for {len(calls)} values of {slot} ({values}); "
+                       f"{name} takes one {slot} at a time, so each is one call.")
+        else:
+            asks = distinct_fills([target] * count, rng)
+            request = join_requests([text for text, _ in asks], rng)
+            calls = [args for _, args in asks]
+            opening = (f"The user wants to {target.purpose}, for {len(calls)} different sets of values; "
+                       f"{name} does that, so each is one call.")
+        per_call = " ".join(f"Call {i}: {describe_arguments(args)}." for i, args in enumerate(calls, 1))
+        reasoning = f"{opening} {per_call} They don't depend on each other, so I'll make them at once."
+        reply = {"role": "assistant", "content": "", "tool_calls": [call(name, args, i) for i, args in enumerate(calls, 1)]}
     elif kind == "fn_parallel_multiple":
         first = draw(set())
         second = draw({first.name})

@@ -110,6 +110,19 @@ def test_none_fits_requests_include_near_misses_from_the_same_domain(generated):
     assert 0.1 < len(same) / len(irrelevant) < 0.6
 
 
+def test_parallel_requests_in_one_sentence_vary_one_argument(generated):
+    merged = [e for e in generated if e["kind"] == "fn_parallel" and "values of" in e["messages"][1]["reasoning_content"]]
+    assert len(merged) >= 10
+    for example in merged:
+        calls = [c["function"]["arguments"] for c in example["messages"][1]["tool_calls"]]
+        varying = {k for k in calls[0] if len({json.dumps(c[k]) for c in calls}) > 1}
+        assert len(varying) == 1 and all(c.keys() == calls[0].keys() for c in calls)
+        (slot,) = varying
+        assert f"values of {slot}" in example["messages"][1]["reasoning_content"]
+        assert " and " in example["messages"][0]["content"] and "\n" not in example["messages"][0]["content"]
+    assert functions.fill_varying(BY_NAME["random_password"], random.Random(0), 3)[1] == "length"
+
+
 def test_distinct_parameters_never_repeat_a_value():
     rng = random.Random(0)
     for _ in range(200):

@@ -42,7 +42,8 @@ case "${1:-}" in
   save)
     for dir in "$RUN"/eval*/*/; do
       dir=${dir%/}
-      [[ $dir == *.stale || ! -f $dir/model.json ]] && continue
+      # a linked label folder (a table built from another run's records) is saved where it points
+      [[ $dir == *.stale || -L $dir || ! -f $dir/model.json ]] && continue
       copy_label "$dir" "$STORE/${dir#"$RUN"/}" save
     done ;;
   restore)

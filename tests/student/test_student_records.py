@@ -25,9 +25,12 @@ def test_save_then_restore_on_a_fresh_clone(tmp_path):
     write(run / "eval" / "lora" / "model.json", [stamp])
     write(run / "eval" / "lora" / "ifeval.jsonl", ['{"id": "1"}', '{"id": "2"}'])
     write(run / "eval" / "lora.stale" / "model.json", [stamp])  # set-aside records are not kept
+    (run / "eval-screens").mkdir()
+    (run / "eval-screens" / "lora").symlink_to(run / "eval" / "lora")  # a table's link: saved once, where it points
     assert records(tmp_path, "save").returncode == 0
     assert (store / "eval" / "lora" / "ifeval.jsonl").read_text().count("\n") == 2
     assert not (store / "eval" / "lora.stale").exists()
+    assert not (store / "eval-screens").exists()
 
     # More records later: save keeps the longer file.
     write(run / "eval" / "lora" / "ifeval.jsonl", ['{"id": "1"}', '{"id": "2"}', '{"id": "3"}'])

@@ -461,7 +461,7 @@ def fill_varying(function: Function, rng: random.Random, count: int) -> tuple[st
     Cork"): the text, the varied parameter and each call's arguments; None when the function has no
     template with a single-valued slot to vary or too few distinct values."""
     by_name = {p.name: p for p in function.params}
-    options = [(ask, slot) for ask in function.asks for slot in set(SLOT.findall(ask))
+    options = [(ask, slot) for ask in function.asks for slot in dict.fromkeys(SLOT.findall(ask))
                if ask.count("{" + slot + "}") == 1 and by_name[slot].type not in ("boolean", "array")]
     if not options:
         return None

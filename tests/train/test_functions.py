@@ -130,6 +130,19 @@ def test_distinct_parameters_never_repeat_a_value():
         assert arguments["from_currency"] != arguments["to_currency"]
 
 
+def test_same_seed_same_examples_in_another_process():
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    code = ("import hashlib, json; from botpsy.train import functions as F; "
+            "print(hashlib.sha256(json.dumps(F.examples(300, seed=5)).encode()).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed},
+                              capture_output=True, text=True, check=True).stdout.strip() for seed in ("1", "2")}
+    assert digests == {hashlib.sha256(json.dumps(functions.examples(300, seed=5)).encode()).hexdigest()}
+
+
 def test_bad_counts_and_kinds_are_clear_errors():
     with pytest.raises(ValueError, match="--functions must be 0 or more"):
         functions.examples(-1)

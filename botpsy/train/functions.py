@@ -483,7 +483,7 @@ def fill_varying(function: Function, rng: random.Random, count: int) -> tuple[st
     return text, slot, [{**base, slot: value} for value in varied]
 
 
-def grounding(function: Function, name: str, arguments: dict) -> str:
+def grounding(function: Function, arguments: dict) -> str:
     required = [p.name for p in function.params if p.required]
     extra = [k for k in arguments if k not in required]
     needs = f"it needs {', '.join(required)}" if required else "it needs nothing"
@@ -491,6 +491,12 @@ def grounding(function: Function, name: str, arguments: dict) -> str:
     if extra:
         sentence += f"; it also sets {describe_arguments({k: arguments[k] for k in extra})}"
     return sentence + "."
+
+
+def offer(functions: list[Function], rng: random.Random) -> tuple[list[Function], dict[str, str]]:
+    """The offered functions (each once, first occurrence kept) and the name each is offered under."""
+    offered = list({f.name: f for f in functions}.values())
+    return offered, {f.name: styled_name(f, rng) for f in offered}
 
 
 def call(name: str, arguments: dict, index: int) -> dict:
@@ -505,9 +511,7 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
 
     if kind in ("fn_single", "fn_multiple"):
         target = draw(set())
-        offered = [target] + ([] if kind == "fn_single" else [draw({target.name}) for _ in range(rng.randint(1, 4))])
-        offered = list({f.name: f for f in offered}.values())
-        names = {f.name: styled_name(f, rng) for f in offered}
+        offered, names = offer([target] + ([] if kind == "fn_single" else [draw({target.name}) for _ in range(rng.randint(1, 4))]), rng)
         request, arguments = fill(target, rng)
         asked = [target.name]
         reasoning = f"The user wants to {target.purpose}."
@@ -517,13 +521,11 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
             reasoning += f" Of the {len(offered)} offered functions, {names[target.name]} does that."
         else:
             reasoning += f" {names[target.name]} does that."
-        reasoning += f" One call: {grounding(target, names[target.name], arguments)}"
+        reasoning += f" One call: {grounding(target, arguments)}"
         reply = {"role": "assistant", "content": "", "tool_calls": [call(names[target.name], arguments, 1)]}
     elif kind == "fn_parallel":
         target = draw(set())
-        offered = [target] + [draw({target.name}) for _ in range(rng.randint(0, 2))]
-        offered = list({f.name: f for f in offered}.values())
-        names = {f.name: styled_name(f, rng) for f in offered}
+        offered, names = offer([target] + [draw({target.name}) for _ in range(rng.randint(0, 2))], rng)
         count = rng.randint(2, 4)
         asked = [target.name]
         name = names[target.name]
@@ -547,9 +549,7 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
     elif kind == "fn_parallel_multiple":
         first = draw(set())
         second = draw({first.name})
-        offered = [first, second] + [draw({first.name, second.name}) for _ in range(rng.randint(0, 2))]
-        offered = list({f.name: f for f in offered}.values())
-        names = {f.name: styled_name(f, rng) for f in offered}
+        offered, names = offer([first, second] + [draw({first.name, second.name}) for _ in range(rng.randint(0, 2))], rng)
         functions = [first] * rng.randint(1, 2) + [second] * rng.randint(1, 2)
         plan = list(zip(functions, distinct_fills(functions, rng)))
         request = join_requests([text for _, (text, _) in plan], rng)
@@ -563,9 +563,8 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         # offered, air quality asked): near misses are the hard case; overlapping pairs never.
         kin = [f for f in CATALOGUE if f.domain == wanted.domain and f.name != wanted.name and not overlapping(f, wanted)]
         near = rng.sample(kin, k=min(len(kin), rng.randint(1, 2))) if kin and rng.random() < 0.5 else []
-        offered = near + [f for f in rng.sample(CATALOGUE, k=rng.randint(0 if near else 1, 3)) if f.domain != wanted.domain]
-        offered = list({f.name: f for f in offered}.values()) or [next(f for f in CATALOGUE if f.domain != wanted.domain)]
-        names = {f.name: styled_name(f, rng) for f in offered}
+        others = [f for f in rng.sample(CATALOGUE, k=rng.randint(0 if near else 1, 3)) if f.domain != wanted.domain]
+        offered, names = offer(near + others or [next(f for f in CATALOGUE if f.domain != wanted.domain)], rng)
         request, _ = fill(wanted, rng)
         asked = [wanted.name]
         # One offered function is named, the rest counted (a listed set invites made-up names).

@@ -14,7 +14,8 @@ Five kinds, the shapes general function calling takes:
 - ``fn_parallel``: the same function asked for several value sets (in one sentence, "... in Oslo,
   Lima and Cork", or one sentence each): one call each;
 - ``fn_parallel_multiple``: two functions, each asked for once or twice;
-- ``fn_irrelevant``: the functions offered cannot do what is asked: no call, a short answer.
+- ``fn_irrelevant``: the functions offered cannot do what is asked: no call, a short answer. The
+  request needs a tool (live data, an action), never something a model can answer itself.
 
 Every assistant turn's reasoning grounds its verdict in the text before it: what the user asks
 for, which offered function does that (or that none does), what it needs and where the request
@@ -423,6 +424,19 @@ def overlapping(a: Function, b: Function) -> bool:
     return frozenset({a.name, b.name}) in OVERLAPS
 
 
+# Requests a model can answer itself (a computation, a definition, a common fact). They are never
+# the request of a none-fits example: its reply says "I can't", and the device world's irrelevant
+# kind wants such a question answered, not declined. A student trained on "I can't compute the
+# mean" stopped answering "what is 15% of 80?" (fn2: 27% of irrelevant device tasks, release 53%).
+ANSWERABLE = frozenset({
+    "calculate_triangle_area", "circle_circumference", "solve_quadratic", "factorial", "greatest_common_divisor",
+    "mean_of_numbers", "is_prime", "compound_interest", "loan_monthly_payment", "split_bill", "days_between_dates",
+    "translate_text", "board_game_rules", "convert_cooking_units", "calculate_bmi", "element_properties", "molar_mass",
+    "kinetic_energy", "capital_city", "languages_spoken", "define_word", "grade_average", "word_count",
+    "reverse_string", "sort_numbers", "genre_of_artist", "unit_convert_length", "random_password",
+})
+
+
 # --- name styles ------------------------------------------------------------------------------
 
 def styled_name(function: Function, rng: random.Random) -> str:
@@ -558,7 +572,7 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         reasoning = f"The request asks for {len(plan)} things. {parts} They don't depend on each other, so I'll make the {len(plan)} calls at once."
         reply = {"role": "assistant", "content": "", "tool_calls": [call(names[f.name], args, i) for i, (f, (_, args)) in enumerate(plan, 1)]}
     elif kind == "fn_irrelevant":
-        wanted = draw(set())
+        wanted = draw(ANSWERABLE)
         # Half the time the offered functions may share the request's domain (weather forecast
         # offered, air quality asked): near misses are the hard case; overlapping pairs never.
         kin = [f for f in CATALOGUE if f.domain == wanted.domain and f.name != wanted.name and not overlapping(f, wanted)]

@@ -103,6 +103,15 @@ def test_string_values_come_from_the_request_text(generated):
                     assert value in request, (example["id"], value)
 
 
+def test_none_fits_requests_are_never_ones_a_model_can_answer_itself(generated):
+    # "I can't compute a mean" would teach the student to decline the device world's arithmetic
+    # questions, which it should answer.
+    assert functions.ANSWERABLE <= set(BY_NAME)
+    irrelevant = [e for e in generated if e["kind"] == "fn_irrelevant"]
+    assert irrelevant and not any(set(e["asked"]) & functions.ANSWERABLE for e in irrelevant)
+    assert any(set(e["asked"]) & functions.ANSWERABLE for e in generated if e["kind"] == "fn_single")
+
+
 def test_none_fits_requests_include_near_misses_from_the_same_domain(generated):
     irrelevant = [e for e in generated if e["kind"] == "fn_irrelevant"]
     same = [e for e in irrelevant if any(BY_NAME[catalogue_name(t["function"]["name"])].domain == BY_NAME[e["asked"][0]].domain

@@ -72,6 +72,9 @@ def suite_rows(summary: dict) -> list[Row]:
             for figure in ("prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose"):
                 rows.append((f"{name}: {figure.replace('_', ' ')}", lambda e, n=name, f=figure: dig(e, "suites", n, f), "pct"))
             rows.append((f"{name}: instructions skipped", lambda e, n=name: dig(e, "suites", n, "instructions_skipped"), "num"))
+            for group in seen(name, "by_group"):
+                rows.append((f"{name} group {group}: instruction strict",
+                             lambda e, n=name, g=group: dig(e, "suites", n, "by_group", g, "strict"), "pct"))
     for name in summary["suites"]:  # the other benchmarks bring their own rows: "table" [[label, value, kind]]
         labels: dict[str, str] = {}
         for entry in entries:

@@ -180,3 +180,17 @@ def test_aggregate_counts_prompts_instructions_and_skips():
     assert summary["prompt_strict"] == 0.5
     assert summary["instruction_strict"] == round(2 / 3, 4)
     assert summary["skipped_by_id"] == {"words:start_verb": 1}
+    # By group: punctuation followed once in two, startend once in one; the skipped id is in no group.
+    assert summary["by_group"] == {"punctuation": {"instructions": 2, "strict": 0.5},
+                                   "startend": {"instructions": 1, "strict": 1.0}}
+
+
+def test_the_table_shows_each_instruction_group_a_model_was_scored_on():
+    from botpsy.eval.report import markdown_table
+
+    scored = aggregate([score_item(_record(("punctuation:no_comma", {})), "a, b"),
+                        score_item(_record(("change_case:english_lowercase", {})), "all lower")])
+    summary = {"suites": ["ifeval"], "models": {"m": {"suites": {"ifeval": scored}, "metrics": {}}}}
+    table = markdown_table(summary)
+    assert "| ifeval group change_case: instruction strict | 100.0% |" in table
+    assert "| ifeval group punctuation: instruction strict | 0.0% |" in table

@@ -81,10 +81,18 @@ def aggregate(scores: list[dict[str, Any]]) -> dict[str, Any]:
 
     Prompt-level accuracy is over the items with no skipped instruction; instruction-level
     accuracy is over the scored instructions. Skipped instructions are counted per id.
+    ``by_group`` is the strict instruction-level accuracy per instruction group (the id's part
+    before the colon: ``detectable_format``, ``length_constraints``...), which says *what kind* of
+    instruction a model stopped following.
     """
     complete = [s for s in scores if not s["skipped"]]
     verdicts = [(st, lo) for s in scores for st, lo in zip(s["strict"], s["loose"]) if st is not None]
     skipped = Counter(i for s in scores for i in s["skipped"])
+    grouped: dict[str, list[bool]] = {}
+    for s in scores:
+        for instruction_id, verdict in zip(s["instruction_id_list"], s["strict"]):
+            if verdict is not None:
+                grouped.setdefault(instruction_id.split(":")[0], []).append(verdict)
 
     def share(values: list[bool]) -> float | None:
         return round(sum(values) / len(values), 4) if values else None
@@ -99,4 +107,5 @@ def aggregate(scores: list[dict[str, Any]]) -> dict[str, Any]:
         "prompt_loose": share([s["follow_all_loose"] for s in complete]),
         "instruction_strict": share([st for st, _ in verdicts]),
         "instruction_loose": share([lo for _, lo in verdicts]),
+        "by_group": {group: {"instructions": len(v), "strict": share(v)} for group, v in sorted(grouped.items())},
     }

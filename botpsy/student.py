@@ -108,7 +108,7 @@ def step_sft(cfg: StudentConfig, run: Path):
 
     stage_cfg = SFTConfig(init=cfg.base, data=str(run / "data"), out=str(run / "sft"), steps=cfg.sft_steps,
                           batch_tokens=cfg.sft_batch_tokens, lr=cfg.sft_lr, warmup_steps=20, lora_rank=cfg.lora_rank,
-                          max_length=cfg.sft_max_length, dtype="bfloat16", detach_context=True,
+                          max_length=cfg.sft_max_length, dtype="auto", detach_context=True,
                           eval_every=cfg.curve_every, eval_calls_every=cfg.curve_every, eval_examples=cfg.curve_examples,
                           test_examples=cfg.test_calls, eval_tool_choice=False,
                           dev_loss_sequences=16, save_every=25, seed=cfg.seed, threads=cfg.threads)
@@ -184,7 +184,7 @@ def step_teachers(cfg: StudentConfig, run: Path):
 
     stage_cfg = TeachersConfig(init=str(run / "sft"), data=str(run / "data"), out=str(run / "teachers"),
                                steps=cfg.teacher_steps, batch_tokens=cfg.sft_batch_tokens, lr=cfg.teacher_lr, warmup_steps=5,
-                               max_length=cfg.sft_max_length, lora_rank=cfg.lora_rank, dtype="bfloat16", detach_context=True,
+                               max_length=cfg.sft_max_length, lora_rank=cfg.lora_rank, dtype="auto", detach_context=True,
                                rehearsal=cfg.teacher_rehearsal, eval_examples=cfg.stage_dev_examples, save_every=10,
                                seed=cfg.seed, threads=cfg.threads)
     return main(stage_cfg)
@@ -197,7 +197,7 @@ def step_mopd(cfg: StudentConfig, run: Path):
     stage_cfg = MOPDConfig(student=str(run / "sft"), teachers=str(run / "teachers" / "manifest.json"), data=str(run / "data"),
                            out=str(run / "mopd"), steps=cfg.mopd_steps, prompts_per_step=cfg.mopd_prompts,
                            max_new_tokens=cfg.mopd_new_tokens, rollout_batch_size=cfg.mopd_prompts, score_batch=1, lr=cfg.mopd_lr, anchor=cfg.mopd_anchor,
-                           max_prompt_tokens=cfg.sft_max_length, lora_rank=cfg.lora_rank, dtype="bfloat16", detach_prompt=True,
+                           max_prompt_tokens=cfg.sft_max_length, lora_rank=cfg.lora_rank, dtype="auto", detach_prompt=True,
                            eval_examples=cfg.stage_dev_examples, save_every=5, seed=cfg.seed, threads=cfg.threads)
     return main(stage_cfg)
 
@@ -210,7 +210,7 @@ def rl_step(round_: int, out: str, policy: str, penalties: bool = True):
         return main(RLConfig(round=round_, run=str(run), policy=str(run / policy), out=str(run / out), steps=steps,
                              prompts_per_step=prompts, group_size=cfg.rl_group, penalties=penalties, lr=cfg.rl_lr,
                              max_new_tokens=cfg.rl_new_tokens, batch_size=prompts * cfg.rl_group, lora_rank=cfg.lora_rank,
-                             dtype="bfloat16", detach_prompt=True, eval_every=0, eval_tasks=cfg.stage_dev_examples,
+                             dtype="auto", detach_prompt=True, eval_every=0, eval_tasks=cfg.stage_dev_examples,
                              save_every=5, seed=cfg.seed, threads=cfg.threads))
     step.__doc__ = f"RL round {round_} ({'with' if penalties else 'without'} the loop and length penalties) from {policy}."
     return step

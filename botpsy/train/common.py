@@ -23,6 +23,46 @@ import torch.utils.checkpoint
 from botpsy.train.encode import IGNORE, Encoded
 
 
+DTYPES = ("auto", "float32", "bfloat16")
+
+
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU feature flags of ``/proc/cpuinfo`` (empty where there is none, e.g. macOS)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return set()
+    return {flag for line in cpuinfo.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
+
+
+def resolve_dtype(dtype: str, cuda: bool | None = None, flags: set[str] | None = None) -> str:
+    """``auto``: bfloat16 where the hardware computes it natively, else float32; other names pass through.
+
+    bfloat16 halves the memory of the frozen weights and, on a CPU with AVX-512 BF16 or AMX, trains
+    the 0.5B student's LoRA about 2.5x faster than float32 (250 against 104 tokens/s, Intel, 2 cores).
+    A CPU without them emulates it: on an AMD EPYC with AVX2 only (2 cores, 2026-12-07) not one
+    4,096-token SFT step of the student finished in 14 minutes in bfloat16, where float32 takes 50 s.
+
+    >>> resolve_dtype("auto", cuda=False, flags={"avx2", "avx512_bf16"})
+    'bfloat16'
+    >>> resolve_dtype("auto", cuda=False, flags={"avx2"})
+    'float32'
+    >>> resolve_dtype("float32", cuda=True)
+    'float32'
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
+    if dtype != "auto":
+        return dtype
+    if cuda is None:
+        cuda = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if cuda:
+        return "bfloat16"
+    flags = cpu_flags() if flags is None else flags
+    return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
+
+
 def token_budget_batches(items: list[Encoded], max_tokens: int, seed: int, epoch: int) -> list[list[int]]:
     """Indices grouped into batches of similar length, each at most ``max_tokens`` padded tokens.
 

@@ -88,7 +88,7 @@ class MOPDConfig:
     divergence: str = field(default="reverse_kl", metadata={"help": "Per-token divergence to minimise.", "choices": ["reverse_kl", "jsd"]})
     jsd_beta: float = field(default=0.5, metadata={"help": "With --divergence jsd: the teacher's weight beta in M = beta p_t + (1 - beta) p_s (0 < beta < 1)."})
     lora_rank: int = field(default=0, metadata={"help": "Train a LoRA adapter (botpsy.train.lora): a student that is an adapter folder (the real student's SFT stage) keeps training its own adapter, anything else gets a fresh one of this rank; OUT then holds one adapter on the student's base. 0: every weight trains (the tiny model)."})
-    dtype: str = field(default="float32", metadata={"help": "Student weight dtype while training (bfloat16 for the pretrained student; a LoRA adapter itself stays float32).", "choices": ["float32", "bfloat16"]})
+    dtype: str = field(default="float32", metadata={"help": "Student weight dtype while training (auto: bfloat16 where the hardware computes it natively, else float32; bfloat16 for the pretrained student; a LoRA adapter itself stays float32).", "choices": ["auto", "float32", "bfloat16"]})
     detach_prompt: bool = field(default=False, metadata={"help": "Encode each rollout's prompt without gradient (rollout.score_completions): much faster for the 0.5B student, whose prompts are mostly system prompt and tools."})
     anchor: float = field(default=0.0, metadata={"help": "Weight of KL(student || the student it started from), on the same completion tokens, added to the teacher divergence: it holds the student near its start where no teacher pulls it (a frozen copy of --student is loaded for it). 0: none."})
     lr: float = field(default=2e-4, metadata={"help": "Peak learning rate."})
@@ -341,6 +341,9 @@ def main(config: MOPDConfig) -> int:
     from botpsy.train.sft import read_jsonl
     from botpsy.train.teachers import load_teachers
 
+    from botpsy.train.common import resolve_dtype
+
+    config.dtype = resolve_dtype(config.dtype)  # auto: bfloat16 only where the hardware has it
     if config.threads:
         torch.set_num_threads(config.threads)
     if config.divergence == "jsd" and not 0.0 < config.jsd_beta < 1.0:

@@ -98,7 +98,7 @@ class RLConfig:
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling for rollouts."})
     thinking_share: float = field(default=0.5, metadata={"help": "Round 2: share of tasks played with thinking on (round 1 follows each example)."})
     lora_rank: int = field(default=0, metadata={"help": "Train a LoRA adapter (botpsy.train.lora): a policy that is an adapter folder (the real student's stages) keeps training its own adapter, anything else gets a fresh one of this rank. 0: every weight trains (the tiny model)."})
-    dtype: str = field(default="float32", metadata={"help": "Policy and reference weight dtype (bfloat16 for the pretrained student; a LoRA adapter itself stays float32).", "choices": ["float32", "bfloat16"]})
+    dtype: str = field(default="float32", metadata={"help": "Policy and reference weight dtype (auto: bfloat16 where the hardware computes it natively, else float32; bfloat16 for the pretrained student; a LoRA adapter itself stays float32).", "choices": ["auto", "float32", "bfloat16"]})
     detach_prompt: bool = field(default=False, metadata={"help": "Encode each rollout's prompt without gradient (rollout.score_completions): much faster for the 0.5B student."})
     lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate (constant)."})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
@@ -322,6 +322,7 @@ def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | Non
     from botpsy.train import common
     from botpsy.train.lora import load_for_training, trainable_parameters
 
+    config.dtype = common.resolve_dtype(config.dtype)  # auto: bfloat16 only where the hardware has it
     if config.threads:
         torch.set_num_threads(config.threads)
     out = Path(config.out)

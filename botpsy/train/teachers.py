@@ -64,7 +64,7 @@ class TeachersConfig:
     lr: float = field(default=1e-3, metadata={"help": "Peak learning rate of teacher training."})
     warmup_steps: int = field(default=10, metadata={"help": "Linear warm-up steps of teacher training."})
     lora_rank: int = field(default=0, metadata={"help": "Train each teacher as a LoRA adapter (botpsy.train.lora): an adapter --init (the real student's SFT folder) keeps training its own adapter, anything else gets a fresh one of this rank. 0: every weight trains (the tiny model)."})
-    dtype: str = field(default="float32", metadata={"help": "Weight dtype while training and when MOPD loads the teachers (bfloat16 for the pretrained student).", "choices": ["float32", "bfloat16"]})
+    dtype: str = field(default="float32", metadata={"help": "Weight dtype while training and when MOPD loads the teachers (auto: bfloat16 where the hardware computes it natively, else float32; bfloat16 for the pretrained student).", "choices": ["auto", "float32", "bfloat16"]})
     detach_context: bool = field(default=False, metadata={"help": "Encode each example's context without gradient (as `botpsy sft --detach-context`): about 2.5x faster for the LoRA student."})
     teacher_init: list[str] = field(default_factory=list, metadata={"help": "GROUP=PATH: that group's teacher starts from this checkpoint, GGUF or base name (same vocabulary as the student; e.g. special=qwen2.5-coder-1.5b with --lora-rank)."})
     teacher_endpoint: list[str] = field(default_factory=list, metadata={"help": "GROUP=URL: that group's teacher is an OpenAI-compatible server (e.g. vLLM at http://host:8000/v1) returning prompt log-probs."})
@@ -193,6 +193,9 @@ def main(config: TeachersConfig) -> int:
     from botpsy.model.checkpoint import load_checkpoint
     from botpsy.train.sft import read_jsonl
 
+    from botpsy.train.common import resolve_dtype
+
+    config.dtype = resolve_dtype(config.dtype)  # auto: bfloat16 only where the hardware has it
     if config.threads:
         torch.set_num_threads(config.threads)
     groups = [g.strip() for g in config.groups.split(",") if g.strip()]

@@ -98,6 +98,13 @@ def test_dry_run_reports_plan(tiny_checkpoint, data_dir, tmp_path, capsys):
     assert not (tmp_path / "dry").exists()
 
 
+def test_dtype_auto_is_resolved_before_loading(tiny_checkpoint, data_dir, tmp_path, capsys):
+    from botpsy.train.common import resolve_dtype
+
+    run(tiny_checkpoint, data_dir, tmp_path / "dry", dry_run=True, json=True, dtype="auto")
+    assert json.loads(capsys.readouterr().out)["dtype"] == resolve_dtype("auto")
+
+
 @pytest.mark.parametrize("name,kind,processes", [("zero2", "DEEPSPEED", 8), ("fsdp", "FSDP", 8), ("cpu", "NO", 1)])
 def test_accelerate_configs_parse_and_dry_run_uses_them(tiny_checkpoint, data_dir, tmp_path, capsys, name, kind, processes):
     from tests.chat.official_template import REPO
@@ -160,7 +167,9 @@ def test_lora_hints_name_the_settings_a_pretrained_base_wants():
     from botpsy.train import sft
 
     assert doctest.testmod(sft).failed == 0
-    slow = sft.lora_hints(SFTConfig(lora_rank=16), attention_only=True)
+    slow = sft.lora_hints(SFTConfig(lora_rank=16), attention_only=True, native_bf16=True)
     assert len(slow) == 2 and "--dtype bfloat16" in slow[0] and "--detach-context" in slow[1]
     # a hybrid model ignores --detach-context (botpsy.train.common.hidden_after), so it is not suggested
-    assert len(sft.lora_hints(SFTConfig(lora_rank=16), attention_only=False)) == 1
+    assert len(sft.lora_hints(SFTConfig(lora_rank=16), attention_only=False, native_bf16=True)) == 1
+    # where bfloat16 is emulated (AVX2-only CPUs), float32 is the fast choice and no hint is given
+    assert sft.lora_hints(SFTConfig(lora_rank=16, detach_context=True), attention_only=True, native_bf16=False) == []

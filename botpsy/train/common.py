@@ -22,7 +22,6 @@ import torch.utils.checkpoint
 
 from botpsy.train.encode import IGNORE, Encoded
 
-
 DTYPES = ("auto", "float32", "bfloat16")
 
 

@@ -336,12 +336,11 @@ def main(config: MOPDConfig) -> int:
     from accelerate import Accelerator
 
     from botpsy.model.checkpoint import save_checkpoint
+    from botpsy.train.common import resolve_dtype
     from botpsy.train.lora import load_for_training, trainable_parameters
     from botpsy.train.rollout import call_examples
     from botpsy.train.sft import read_jsonl
     from botpsy.train.teachers import load_teachers
-
-    from botpsy.train.common import resolve_dtype
 
     config.dtype = resolve_dtype(config.dtype)  # auto: bfloat16 only where the hardware has it
     if config.threads:

@@ -111,9 +111,7 @@ def main(config: SFTConfig) -> int:
     from botpsy.model.checkpoint import save_checkpoint
     from botpsy.train import common, dev_eval
 
-    from botpsy.train.common import resolve_dtype
-
-    config.dtype = resolve_dtype(config.dtype)  # auto: bfloat16 only where the hardware has it
+    config.dtype = common.resolve_dtype(config.dtype)  # auto: bfloat16 only where the hardware has it
     if config.threads:
         torch.set_num_threads(config.threads)
     out = Path(config.out)

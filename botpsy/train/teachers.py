@@ -191,9 +191,8 @@ def write_manifest(path: Path, config: TeachersConfig, teachers: dict) -> dict:
 
 def main(config: TeachersConfig) -> int:
     from botpsy.model.checkpoint import load_checkpoint
-    from botpsy.train.sft import read_jsonl
-
     from botpsy.train.common import resolve_dtype
+    from botpsy.train.sft import read_jsonl
 
     config.dtype = resolve_dtype(config.dtype)  # auto: bfloat16 only where the hardware has it
     if config.threads:

@@ -77,7 +77,9 @@ TOPICS = [
 ]
 
 # (instruction text, IFEval instruction id, its kwargs). In the kwargs a (low, high) pair draws an
-# int and a list draws one item; the drawn values fill the text's {placeholders}.
+# int, a list draws one item (itself a list for the word-list instructions) and REQUEST stands for the
+# request without its instruction; the drawn values fill the text's {placeholders} (see `fill`).
+REQUEST = "<the request>"
 FORMATS = [
     ("Do not use any commas in your answer.", "punctuation:no_comma", {}),
     ("Write your whole answer in lowercase letters only.", "change_case:english_lowercase", {}),
@@ -90,7 +92,35 @@ FORMATS = [
     ("End the answer with the exact words: {end_phrase}", "startend:end_checker", {"end_phrase": ["Thanks for reading.", "That is all for today.", "Any questions?"]}),
     ("Put your entire answer inside double quotation marks.", "startend:quotation", {}),
     ("Mark at least {num_highlights} phrases as highlighted with markdown, for example *a highlighted phrase*.", "detectable_format:number_highlighted_sections", {"num_highlights": (2, 3)}),
+    # The groups the tool-trained students lost most on (language 23% against the base's 54%, case
+    # 9% against 19%; bench_out/student_sft3_2026-12-06/ifeval200_groups_table.md) and the other
+    # format and length types IFEval checks.
+    ("Answer in {language_name} only; no other language is allowed.", "language:response_language", {"language": ["fr", "es", "de", "it", "pt"]}),
+    ("Write your entire answer in JSON format; you may wrap it in markdown ticks such as ```.", "detectable_format:json_format", {}),
+    ("Split your answer into {num_sections} sections, starting each with 'Section' and its number (Section 1, Section 2, ...).", "detectable_format:multiple_sections", {"section_spliter": "Section", "num_sections": (2, 4)}),
+    ("Write exactly {num_paragraphs} paragraphs, separated from each other by the markdown divider ***.", "length_constraints:number_paragraphs", {"num_paragraphs": (2, 4)}),
+    ("Use fewer than {num_sentences} sentences.", "length_constraints:number_sentences", {"num_sentences": (4, 8), "relation": "less than"}),
+    ("Include at least {num_placeholders} placeholders in square brackets, such as [name].", "detectable_content:number_placeholders", {"num_placeholders": (1, 3)}),
+    ("Make sure to use these words in your answer: {keywords}.", "keywords:existence", {"keywords": [["simple", "everyday"], ["plan", "habit"], ["cost", "time"], ["friend", "question"]]}),
+    ("Do not use any of these words: {forbidden_words}.", "keywords:forbidden_words", {"forbidden_words": [["very", "really"], ["important", "great"], ["always", "never"], ["thing", "stuff"]]}),
+    ("Use at least {capital_frequency} words written entirely in capital letters, for emphasis.", "change_case:capital_word_frequency", {"capital_frequency": (2, 4), "capital_relation": "at least"}),
+    ("First repeat the request above word for word, without this sentence, then give your answer; write nothing before the repeated request.", "combination:repeat_prompt", {"prompt_to_repeat": REQUEST}),
 ]
+
+LANGUAGE_NAMES = {"fr": "French", "es": "Spanish", "de": "German", "it": "Italian", "pt": "Portuguese"}
+
+
+def fill(text: str, values: dict) -> str:
+    """An instruction's text with its drawn values: word lists quoted and joined, a language code named.
+
+    >>> fill("Avoid {forbidden_words}; answer in {language_name}.", {"forbidden_words": ["very", "really"], "language": "fr"})
+    "Avoid 'very', 'really'; answer in French."
+    """
+    shown = {key: ", ".join(f"'{word}'" for word in value) if isinstance(value, list) else value for key, value in values.items()}
+    if "language" in values:
+        shown["language_name"] = LANGUAGE_NAMES[values["language"]]
+    return text.format(**shown)
+
 
 REASONING = "This is a general request and no tool is needed, so I'll answer it directly."
 REASONING_FORMAT = "This is a general request and no tool is needed; I'll answer it directly in the format asked for."
@@ -114,9 +144,9 @@ def draw_requests(n: int, seed: int) -> list[dict]:
         prompt, ids, kwargs = task.format(topic=topic), [], []
         if rng.random() < 0.5:
             text, instruction, spec = FORMATS[rng.randrange(len(FORMATS))]
-            values = {key: (rng.randint(*v) if isinstance(v, tuple) else rng.choice(v) if isinstance(v, list) else v)
-                      for key, v in spec.items()}
-            prompt, ids, kwargs = f"{prompt} {text.format(**values)}", [instruction], [values]
+            values = {key: (rng.randint(*v) if isinstance(v, tuple) else rng.choice(v) if isinstance(v, list)
+                            else prompt if v == REQUEST else v) for key, v in spec.items()}
+            prompt, ids, kwargs = f"{prompt} {fill(text, values)}", [instruction], [values]
         requests.append({"id": f"general-{i:04d}", "prompt": prompt, "instruction_id_list": ids, "kwargs": kwargs})
     return requests
 

@@ -34,6 +34,53 @@ def test_every_format_instruction_is_one_the_checker_scores():
     assert bullets and all(f"exactly {r['kwargs'][0]['num_bullets']} markdown bullet points" in r["prompt"] for r in bullets)
 
 
+def following(instruction: str, kwargs: dict) -> str:
+    """An answer written to follow one instruction of the bank, with the values drawn for it."""
+    plain = "Here is a short answer about the topic you asked for."
+    answers = {
+        "punctuation:no_comma": plain,
+        "change_case:english_lowercase": plain.lower(),
+        "change_case:english_capital": plain.upper(),
+        "detectable_format:number_bullet_lists": "\n".join(f"* point {i}" for i in range(kwargs.get("num_bullets", 0))),
+        "length_constraints:number_words": plain if kwargs.get("relation") == "less than" else " ".join(["word"] * 250),
+        "detectable_format:title": f"<<A title>>\n{plain}",
+        "detectable_content:postscript": f"{plain}\nP.S. One more thing.",
+        "startend:end_checker": f"{plain} {kwargs.get('end_phrase')}",
+        "startend:quotation": f'"{plain}"',
+        "detectable_format:number_highlighted_sections": "*one* and *two* and *three*",
+        "language:response_language": {"fr": "Voici une courte réponse sur le sujet que vous avez demandé, avec des exemples.",
+                                       "es": "Aquí tienes una respuesta corta sobre el tema que pediste, con ejemplos.",
+                                       "de": "Hier ist eine kurze Antwort zu dem Thema, nach dem du gefragt hast.",
+                                       "it": "Ecco una breve risposta sull'argomento che hai chiesto, con alcuni esempi.",
+                                       "pt": "Aqui está uma resposta curta sobre o assunto que você pediu, com exemplos."}.get(kwargs.get("language")),
+        "detectable_format:json_format": '```json\n{"answer": "short"}\n```',
+        "detectable_format:multiple_sections": "\n".join(f"Section {i}\ntext" for i in range(1, kwargs.get("num_sections", 0) + 1)),
+        "length_constraints:number_paragraphs": "\n***\n".join(["A paragraph."] * kwargs.get("num_paragraphs", 0)),
+        "length_constraints:number_sentences": "One sentence. Two sentences.",
+        "detectable_content:number_placeholders": "Dear [name], see you at [place] on [day].",
+        "keywords:existence": plain + " " + " ".join(kwargs.get("keywords", [])),
+        "keywords:forbidden_words": plain,
+        "change_case:capital_word_frequency": "This is VERY MUCH SO TRUE.",
+        "combination:repeat_prompt": f"{kwargs.get('prompt_to_repeat')} {plain}",
+    }
+    return answers[instruction]
+
+
+def test_every_format_drawn_is_kept_when_followed_and_dropped_when_not():
+    """The drawn values fit the checker's arguments: a following answer is kept, a plain one is not."""
+    requests = [r for r in general.draw_requests(600, seed=0) if r["instruction_id_list"]]
+    assert {r["instruction_id_list"][0] for r in requests} == {instruction for _, instruction, _ in general.FORMATS}
+    for request in requests:
+        instruction, kwargs = request["instruction_id_list"][0], request["kwargs"][0]
+        assert general.keep(request, following(instruction, kwargs), "stop") == (True, ""), request["prompt"]
+        broken = "Well, this one ignores it, sadly, and goes on: and on!"
+        if instruction not in ("keywords:forbidden_words", "length_constraints:number_sentences") and kwargs.get("relation") != "less than":
+            assert general.keep(request, broken, "stop") == (False, "format not followed"), request["prompt"]
+    repeat = next(r for r in requests if r["instruction_id_list"] == ["combination:repeat_prompt"])
+    assert repeat["prompt"].startswith(repeat["kwargs"][0]["prompt_to_repeat"])
+    assert "{" not in "".join(r["prompt"] for r in requests) and "<the request>" not in str(requests)
+
+
 def answer_for(prompt: str) -> str:
     """Follows 'no commas' and 'lowercase', breaks every other format, and runs on for one topic."""
     if "chess" in prompt:
@@ -64,8 +111,10 @@ def test_answers_are_checked_kept_resumed_and_mixed_into_the_train_split(monkeyp
         request = next(r for r in requests if r["id"] == example["id"])
         assert example["kind"] == "general" and example["tools"] == [] and example["messages"][0]["content"] == request["prompt"]
         assert "chess" not in request["prompt"]  # cut at the token cap: not kept
-        # The scripted answers break every other format (a short answer does keep "under N words").
-        assert request["instruction_id_list"] in ([], ["punctuation:no_comma"], ["change_case:english_lowercase"]) or \
+        # The scripted answers break every other format (a short answer does keep "under N words" and
+        # "fewer than N sentences", and uses none of the forbidden words).
+        assert request["instruction_id_list"] in ([], ["punctuation:no_comma"], ["change_case:english_lowercase"],
+                                                  ["keywords:forbidden_words"]) or \
             request["kwargs"][0].get("relation") == "less than"
     prompt = opened[0].calls[0].prompt
     assert prompt.startswith("<|im_start|>user\n") and "<think>" not in prompt  # its own template, no tools

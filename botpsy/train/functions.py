@@ -38,6 +38,13 @@ from botpsy.world.words import CITIES, FIRST_NAMES, LAST_NAMES
 KINDS = ("fn_single", "fn_multiple", "fn_parallel", "fn_parallel_multiple", "fn_irrelevant")
 # Shares of the kinds (the single-call kinds lead, as in general use).
 KIND_WEIGHTS = (0.25, 0.3, 0.15, 0.1, 0.2)
+# How the reasoning opens. "purpose": "The user wants to <the fitting function's purpose>". Trained
+# on that, fn2 restated the request as an offered function's purpose on BFCL's irrelevance items and
+# then found that function fit (26 of its 33 misses there read "Of the N offered functions, X does
+# that"). "quote": the request is quoted first, in the user's words, and each function's purpose is
+# then compared with it ("which is what is asked" / "which is not what is asked").
+REASONING_STYLES = ("purpose", "quote")
+QUOTE_WORDS = 30
 SLOT = re.compile(r"\{(\w+)\}")
 
 
@@ -513,12 +520,28 @@ def offer(functions: list[Function], rng: random.Random) -> tuple[list[Function]
     return offered, {f.name: styled_name(f, rng) for f in offered}
 
 
+def quoted(request: str) -> str:
+    """The opening of quote-style reasoning: the request in the user's words (its first
+    ``QUOTE_WORDS`` words, on one line).
+
+    >>> print(quoted("Is it raining\\n- in Oslo?"))
+    The user asks: "Is it raining - in Oslo?"
+    """
+    words = request.split()
+    text = " ".join(words[:QUOTE_WORDS]) + (" ..." if len(words) > QUOTE_WORDS else "")
+    return f'The user asks: "{text}"'
+
+
 def call(name: str, arguments: dict, index: int) -> dict:
     return {"type": "function", "function": {"name": name, "arguments": arguments}, "id": f"call_{index}"}
 
 
-def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0.5) -> dict:
-    """One generated example of ``kind`` (see the module docstring)."""
+def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0.5, reasoning_style: str = "purpose") -> dict:
+    """One generated example of ``kind`` (see the module docstring); ``reasoning_style`` is one of
+    ``REASONING_STYLES`` and changes the reasoning only, never the request, tools or calls."""
+    if reasoning_style not in REASONING_STYLES:
+        raise ValueError(f"unknown reasoning style {reasoning_style!r}; known: {', '.join(REASONING_STYLES)}")
+    quote = reasoning_style == "quote"
     def draw(exclude: set[str]) -> Function:
         choices = [f for f in CATALOGUE if f.name not in exclude]
         return rng.choice(choices)
@@ -528,13 +551,15 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         offered, names = offer([target] + ([] if kind == "fn_single" else [draw({target.name}) for _ in range(rng.randint(1, 4))]), rng)
         request, arguments = fill(target, rng)
         asked = [target.name]
-        reasoning = f"The user wants to {target.purpose}."
         # The other offered functions are counted, never listed: a student trained on "A does
         # that; B, C do not" went on listing made-up names on BFCL items until the token cap.
-        if len(offered) > 1:
-            reasoning += f" Of the {len(offered)} offered functions, {names[target.name]} does that."
+        if quote:
+            which = f"Of the {len(offered)} offered functions, {names[target.name]}" if len(offered) > 1 else names[target.name]
+            reasoning = f"{quoted(request)} {which} can {target.purpose}, which is what is asked."
+        elif len(offered) > 1:
+            reasoning = f"The user wants to {target.purpose}. Of the {len(offered)} offered functions, {names[target.name]} does that."
         else:
-            reasoning += f" {names[target.name]} does that."
+            reasoning = f"The user wants to {target.purpose}. {names[target.name]} does that."
         reasoning += f" One call: {grounding(target, arguments)}"
         reply = {"role": "assistant", "content": "", "tool_calls": [call(names[target.name], arguments, 1)]}
     elif kind == "fn_parallel":
@@ -549,13 +574,17 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         if merged:
             request, slot, calls = merged
             values = ", ".join(json.dumps(c[slot], ensure_ascii=False) for c in calls)
-            opening = (f"The user wants to {target.purpose} for {len(calls)} values of {slot} ({values}); "
+            opening = (f"{quoted(request)} {name} can {target.purpose}, and the request gives {len(calls)} values of "
+                       f"{slot} ({values}); it takes one {slot} at a time, so each is one call." if quote else
+                       f"The user wants to {target.purpose} for {len(calls)} values of {slot} ({values}); "
                        f"{name} takes one {slot} at a time, so each is one call.")
         else:
             asks = distinct_fills([target] * count, rng)
             request = join_requests([text for text, _ in asks], rng)
             calls = [args for _, args in asks]
-            opening = (f"The user wants to {target.purpose}, for {len(calls)} different sets of values; "
+            opening = (f"{quoted(request)} {name} can {target.purpose}, and the request asks for {len(calls)} "
+                       f"different sets of values, so each is one call." if quote else
+                       f"The user wants to {target.purpose}, for {len(calls)} different sets of values; "
                        f"{name} does that, so each is one call.")
         per_call = " ".join(f"Call {i}: {describe_arguments(args)}." for i, args in enumerate(calls, 1))
         reasoning = f"{opening} {per_call} They don't depend on each other, so I'll make them at once."
@@ -569,7 +598,8 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         request = join_requests([text for _, (text, _) in plan], rng)
         asked = [first.name, second.name]
         parts = " ".join(f"To {f.purpose}: {names[f.name]} with {describe_arguments(args)}." for f, (_, args) in plan)
-        reasoning = f"The request asks for {len(plan)} things. {parts} They don't depend on each other, so I'll make the {len(plan)} calls at once."
+        asks = f"{quoted(request)} It asks for {len(plan)} things." if quote else f"The request asks for {len(plan)} things."
+        reasoning = f"{asks} {parts} They don't depend on each other, so I'll make the {len(plan)} calls at once."
         reply = {"role": "assistant", "content": "", "tool_calls": [call(names[f.name], args, i) for i, (f, (_, args)) in enumerate(plan, 1)]}
     elif kind == "fn_irrelevant":
         wanted = draw(ANSWERABLE)
@@ -583,12 +613,20 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         asked = [wanted.name]
         # One offered function is named, the rest counted (a listed set invites made-up names).
         example_function = rng.choice(offered)
-        if len(offered) == 1:
-            nearest = f"the only offered function, {names[example_function.name]}, can {example_function.purpose}"
+        if quote and len(offered) == 1:
+            reasoning = (f"{quoted(request)} The only offered function, {names[example_function.name]}, can "
+                         f"{example_function.purpose}, which is not what is asked, so I won't call any.")
+        elif quote:
+            reasoning = (f"{quoted(request)} None of the {len(offered)} offered functions can do that "
+                         f"({names[example_function.name]}, for one, can {example_function.purpose}, which is not what "
+                         f"is asked), so I won't call any.")
         else:
-            nearest = (f"none of the {len(offered)} offered functions does that "
-                       f"({names[example_function.name]}, for one, can {example_function.purpose})")
-        reasoning = f"The user wants to {wanted.purpose}, but {nearest}, so I won't call any."
+            if len(offered) == 1:
+                nearest = f"the only offered function, {names[example_function.name]}, can {example_function.purpose}"
+            else:
+                nearest = (f"none of the {len(offered)} offered functions does that "
+                           f"({names[example_function.name]}, for one, can {example_function.purpose})")
+            reasoning = f"The user wants to {wanted.purpose}, but {nearest}, so I won't call any."
         reply = {"role": "assistant", "content": rng.choice((
             f"I can't do that with the functions I have: none of them can {wanted.purpose}.",
             f"Sorry, none of the available tools can {wanted.purpose}, so I can't help with that here.",
@@ -627,13 +665,14 @@ def join_requests(texts: list[str], rng: random.Random) -> str:
     return texts[0] + "".join(f" Also, {t[0].lower()}{t[1:]}" for t in texts[1:])
 
 
-def examples(count: int, seed: int = 0, thinking_share: float = 0.5) -> list[dict]:
-    """``count`` generated examples, kinds drawn by ``KIND_WEIGHTS``; the same seed gives the same list."""
+def examples(count: int, seed: int = 0, thinking_share: float = 0.5, reasoning_style: str = "purpose") -> list[dict]:
+    """``count`` generated examples, kinds drawn by ``KIND_WEIGHTS``; the same seed gives the same list
+    (and the same requests, tools and calls in either reasoning style)."""
     if count < 0:
         raise ValueError(f"--functions must be 0 or more (got {count})")
     rng = random.Random(f"functions-{seed}")
     kinds = rng.choices(KINDS, weights=KIND_WEIGHTS, k=count)
-    return [example(kind, rng, i, thinking_share) for i, kind in enumerate(kinds)]
+    return [example(kind, rng, i, thinking_share, reasoning_style) for i, kind in enumerate(kinds)]
 
 
 def catalogue_problems() -> list[str]:

@@ -159,6 +159,24 @@ def test_bad_counts_and_kinds_are_clear_errors():
         functions.example("fn_nonsense", random.Random(0), 0)
 
 
+def test_quote_style_quotes_the_request_first_and_changes_nothing_but_the_reasoning(generated):
+    quoted = functions.examples(600, seed=5, reasoning_style="quote")
+    for plain, quote in zip(generated, quoted):
+        assert {**plain, "messages": plain["messages"][:1]} == {**quote, "messages": quote["messages"][:1]}
+        assert plain["messages"][1].get("tool_calls") == quote["messages"][1].get("tool_calls")
+        assert plain["messages"][1]["content"] == quote["messages"][1]["content"]
+        reasoning, request = quote["messages"][1]["reasoning_content"], quote["messages"][0]["content"]
+        assert reasoning.startswith('The user asks: "' + " ".join(request.split()[:5])), reasoning
+        assert "The user wants to" not in reasoning
+        verdict = {"fn_single": "which is what is asked", "fn_multiple": "which is what is asked",
+                   "fn_irrelevant": "which is not what is asked"}.get(quote["kind"], "")
+        assert verdict in reasoning, reasoning
+    long = functions.quoted(" ".join(["word"] * 40))
+    assert long.endswith('word ..."') and long.count("word") == functions.QUOTE_WORDS
+    with pytest.raises(ValueError, match="unknown reasoning style"):
+        functions.example("fn_single", random.Random(0), 0, reasoning_style="shout")
+
+
 def test_data_command_adds_them_to_the_train_split_only(tmp_path, device_data):
     tasks = device_data.parent / "tasks"
     assert cli_main(["data", "--tasks", str(tasks), "--out", str(tmp_path / "d"), "--functions", "40"]) == 0
@@ -167,6 +185,11 @@ def test_data_command_adds_them_to_the_train_split_only(tmp_path, device_data):
     rows = [json.loads(line) for line in (tmp_path / "d" / "train.jsonl").read_text().splitlines()]
     assert sum(r["domain"] == "functions" for r in rows) == 40 and len(rows) == 160
     assert all(r["domain"] != "functions" for r in map(json.loads, (tmp_path / "d" / "test.jsonl").read_text().splitlines()))
+    assert cli_main(["data", "--tasks", str(tasks), "--out", str(tmp_path / "q"), "--functions", "40",
+                     "--functions-reasoning", "quote"]) == 0
+    quoted = [json.loads(line) for line in (tmp_path / "q" / "train.jsonl").read_text().splitlines()]
+    assert [r for r in quoted if r["domain"] != "functions"] == [r for r in rows if r["domain"] != "functions"]
+    assert all(r["messages"][1]["reasoning_content"].startswith("The user asks:") for r in quoted if r["domain"] == "functions")
 
 
 def test_student_data_stage_passes_the_count_on(tmp_path, device_data):

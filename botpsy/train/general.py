@@ -228,6 +228,22 @@ def answer_requests(config: GeneralConfig, requests: list[dict], answers_file: P
     return [done[r["id"]] for r in requests]
 
 
+def by_instruction(requests: list[dict], kept_ids: set[str]) -> dict[str, dict[str, int]]:
+    """How often each instruction type was asked and how often its answer was kept.
+
+    >>> by_instruction([{"id": "a", "instruction_id_list": ["punctuation:no_comma"]},
+    ...                 {"id": "b", "instruction_id_list": ["punctuation:no_comma"]}], {"b"})
+    {'punctuation:no_comma': {'asked': 2, 'kept': 1}}
+    """
+    counts: dict[str, dict[str, int]] = {}
+    for request in requests:
+        for instruction in request["instruction_id_list"]:
+            row = counts.setdefault(instruction, {"asked": 0, "kept": 0})
+            row["asked"] += 1
+            row["kept"] += request["id"] in kept_ids
+    return dict(sorted(counts.items()))
+
+
 def main(config: GeneralConfig) -> int:
     if config.n < 1:
         raise ValueError("--n must be at least 1")
@@ -250,6 +266,7 @@ def main(config: GeneralConfig) -> int:
     summary = {"stage": "general", "model": config.model, "requests": len(requests), "kept": len(examples),
                "dropped": dropped, "with_format": len(with_format),
                "with_format_kept": sum(r["id"] in kept_ids for r in with_format),
+               "by_instruction": by_instruction(with_format, kept_ids),
                "thinking_on": sum(e["thinking"] for e in examples),
                "answer_seconds": round(sum(r["seconds"] for r in answers), 1), "config": vars(config)}
     (out / "meta.json").write_text(json.dumps(summary, indent=2) + "\n")

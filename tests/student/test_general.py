@@ -107,6 +107,8 @@ def test_answers_are_checked_kept_resumed_and_mixed_into_the_train_split(monkeyp
     kept = [json.loads(line) for line in (out / "general.jsonl").read_text().splitlines()]
     assert meta["requests"] == 60 and meta["kept"] == len(kept) > 0 and sum(meta["dropped"].values()) == 60 - len(kept)
     assert meta["dropped"]["cut at the token cap"] and meta["dropped"]["format not followed"]
+    assert sum(row["asked"] for row in meta["by_instruction"].values()) == meta["with_format"]
+    assert sum(row["kept"] for row in meta["by_instruction"].values()) == meta["with_format_kept"]
     for example in kept:
         request = next(r for r in requests if r["id"] == example["id"])
         assert example["kind"] == "general" and example["tools"] == [] and example["messages"][0]["content"] == request["prompt"]

@@ -42,7 +42,9 @@ KIND_WEIGHTS = (0.25, 0.3, 0.15, 0.1, 0.2)
 # on that, fn2 restated the request as an offered function's purpose on BFCL's irrelevance items and
 # then found that function fit (26 of its 33 misses there read "Of the N offered functions, X does
 # that"). "quote": the request is quoted first, in the user's words, and each function's purpose is
-# then compared with it ("which is what is asked" / "which is not what is asked").
+# then compared with it ("which is what is asked" / "which is not what is asked"). Measured worse:
+# fn3, trained on it, called a function on 27 of 28 BFCL irrelevance items, since the verdict comes
+# at the first token after the quote (bench_out/student_sft_fn3_2026-12-07/).
 REASONING_STYLES = ("purpose", "quote")
 QUOTE_WORDS = 30
 SLOT = re.compile(r"\{(\w+)\}")

@@ -46,7 +46,7 @@ class DataConfig:
     general: str = field(default="", metadata={"help": "A general.jsonl from `botpsy general` (everyday requests answered by the base model) to add to the train split; empty: none."})
     general_copies: int = field(default=1, metadata={"help": "Times each general example goes into the train split: sets their share beside the device tasks (a few hundred kept answers are a few percent of 3,700 task examples at 1)."})
     functions: int = field(default=0, metadata={"help": "Varied function-calling examples (botpsy.train.functions: a catalogue of everyday functions beyond the device world, single, multiple, parallel and irrelevant requests) added to the train split; 0: none."})
-    functions_reasoning: str = field(default="purpose", metadata={"help": "How the varied function examples' reasoning opens: 'purpose' restates the request as the fitting function's purpose (the fn2 adapter's data); 'quote' quotes the request and then compares each function's purpose with it (fn3's; botpsy.train.functions.REASONING_STYLES). Requests, tools and calls are the same in both.", "choices": ["purpose", "quote"]})
+    functions_reasoning: str = field(default="purpose", metadata={"help": "How the varied function examples' reasoning opens: 'purpose' restates the request as the fitting function's purpose (the fn2 adapter's data); 'quote' quotes the request and then compares each function's purpose with it (fn3's, measured worse on BFCL: bench_out/student_sft_fn3_2026-12-07/; botpsy.train.functions.REASONING_STYLES). Requests, tools and calls are the same in both.", "choices": ["purpose", "quote"]})
     json: bool = field(default=False, metadata={"help": "Print the summary as JSON."})
 
 

@@ -615,19 +615,15 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         asked = [wanted.name]
         # One offered function is named, the rest counted (a listed set invites made-up names).
         example_function = rng.choice(offered)
-        if quote and len(offered) == 1:
-            reasoning = (f"{quoted(request)} The only offered function, {names[example_function.name]}, can "
-                         f"{example_function.purpose}, which is not what is asked, so I won't call any.")
-        elif quote:
-            reasoning = (f"{quoted(request)} None of the {len(offered)} offered functions can do that "
-                         f"({names[example_function.name]}, for one, can {example_function.purpose}, which is not what "
-                         f"is asked), so I won't call any.")
+        one, purpose = names[example_function.name], example_function.purpose
+        if quote:
+            nearest = (f"The only offered function, {one}, can {purpose}, which is not what is asked" if len(offered) == 1 else
+                       f"None of the {len(offered)} offered functions can do that ({one}, for one, can {purpose}, "
+                       f"which is not what is asked)")
+            reasoning = f"{quoted(request)} {nearest}, so I won't call any."
         else:
-            if len(offered) == 1:
-                nearest = f"the only offered function, {names[example_function.name]}, can {example_function.purpose}"
-            else:
-                nearest = (f"none of the {len(offered)} offered functions does that "
-                           f"({names[example_function.name]}, for one, can {example_function.purpose})")
+            nearest = (f"the only offered function, {one}, can {purpose}" if len(offered) == 1 else
+                       f"none of the {len(offered)} offered functions does that ({one}, for one, can {purpose})")
             reasoning = f"The user wants to {wanted.purpose}, but {nearest}, so I won't call any."
         reply = {"role": "assistant", "content": rng.choice((
             f"I can't do that with the functions I have: none of them can {wanted.purpose}.",

@@ -11,8 +11,9 @@ The report's SFT mixes general data in. No dataset hub is reachable here, so bot
   checker can verify them; none of IFEval's or IFBench's prompts are used;
 * answered greedily by the base model in its own chat template, no tools (``chat_format``
   native), so the student is trained to keep answering as its base did (self-distillation);
-* kept only where the base got it right: the answer finished within the token cap, and follows
-  its format instruction by botpsy's IFEval checker (strict).
+* kept only where the base got it right: the answer finished within the token cap, does not
+  repeat itself (the runtime's loop detector), and follows its format instruction by botpsy's
+  IFEval checker (strict).
 
 Each kept answer becomes a training example in ``botpsy data``'s format (kind ``general``, no
 tools), with thinking on for about half of them and one sentence of reasoning, as the tool
@@ -152,7 +153,9 @@ def draw_requests(n: int, seed: int) -> list[dict]:
 
 
 def keep(request: dict, answer: str, finish_reason: str) -> tuple[bool, str]:
-    """(kept, why not): a finished, non-empty answer that follows its format instruction (strict).
+    """(kept, why not): a finished, non-empty answer that does not repeat itself and follows its
+    format instruction (strict). Repetition is found by the runtime's loop detector run over the
+    words of the finished answer, so a loop is told apart from an answer that was merely long.
 
     >>> keep({"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}, "No commas here.", "stop")
     (True, '')
@@ -160,13 +163,23 @@ def keep(request: dict, answer: str, finish_reason: str) -> tuple[bool, str]:
     (False, 'format not followed')
     >>> keep({"instruction_id_list": [], "kwargs": []}, "A long answer that", "length")
     (False, 'cut at the token cap')
+    >>> keep({"instruction_id_list": [], "kwargs": []}, "The tide rises and falls. " * 12, "length")
+    (False, 'looped until the token cap')
+    >>> keep({"instruction_id_list": [], "kwargs": []}, "The tide rises and falls. " * 12, "stop")
+    (False, 'repeats itself')
     """
     from botpsy.eval.instructions import score_item
+    from botpsy.runtime.loopguard import detect_text
 
+    looped = detect_text(answer) is not None
     if finish_reason != "stop":
-        return False, "cut at the token cap" if finish_reason == "length" else f"ended by {finish_reason}"
+        if finish_reason != "length":
+            return False, f"ended by {finish_reason}"
+        return False, "looped until the token cap" if looped else "cut at the token cap"
     if not answer.strip():
         return False, "empty"
+    if looped:
+        return False, "repeats itself"
     if request["instruction_id_list"] and not score_item(request, answer)["follow_all_strict"]:
         return False, "format not followed"
     return True, ""

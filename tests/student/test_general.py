@@ -42,7 +42,7 @@ def following(instruction: str, kwargs: dict) -> str:
         "change_case:english_lowercase": plain.lower(),
         "change_case:english_capital": plain.upper(),
         "detectable_format:number_bullet_lists": "\n".join(f"* point {i}" for i in range(kwargs.get("num_bullets", 0))),
-        "length_constraints:number_words": plain if kwargs.get("relation") == "less than" else " ".join(["word"] * 250),
+        "length_constraints:number_words": plain if kwargs.get("relation") == "less than" else " ".join(f"word{i}" for i in range(250)),
         "detectable_format:title": f"<<A title>>\n{plain}",
         "detectable_content:postscript": f"{plain}\nP.S. One more thing.",
         "startend:end_checker": f"{plain} {kwargs.get('end_phrase')}",
@@ -106,13 +106,13 @@ def test_answers_are_checked_kept_resumed_and_mixed_into_the_train_split(monkeyp
     meta = json.loads((out / "meta.json").read_text())
     kept = [json.loads(line) for line in (out / "general.jsonl").read_text().splitlines()]
     assert meta["requests"] == 60 and meta["kept"] == len(kept) > 0 and sum(meta["dropped"].values()) == 60 - len(kept)
-    assert meta["dropped"]["cut at the token cap"] and meta["dropped"]["format not followed"]
+    assert meta["dropped"]["looped until the token cap"] and meta["dropped"]["format not followed"]
     assert sum(row["asked"] for row in meta["by_instruction"].values()) == meta["with_format"]
     assert sum(row["kept"] for row in meta["by_instruction"].values()) == meta["with_format_kept"]
     for example in kept:
         request = next(r for r in requests if r["id"] == example["id"])
         assert example["kind"] == "general" and example["tools"] == [] and example["messages"][0]["content"] == request["prompt"]
-        assert "chess" not in request["prompt"]  # cut at the token cap: not kept
+        assert "chess" not in request["prompt"]  # looped until the token cap: not kept
         # The scripted answers break every other format (a short answer does keep "under N words" and
         # "fewer than N sentences", and uses none of the forbidden words).
         assert request["instruction_id_list"] in ([], ["punctuation:no_comma"], ["change_case:english_lowercase"],

@@ -25,11 +25,16 @@ def tiny_release(student_sft, qwen2_gguf, monkeypatch, tmp_path):
     return rel, cache
 
 
-def test_the_committed_release_is_known_and_its_adapter_is_in_the_repository():
-    rel = releases.release("botpsy-0.5b-sft")
-    assert rel.base == "qwen2.5-coder-0.5b" and len(rel.sha256) == 64
+@pytest.mark.parametrize("name", ["botpsy-0.5b-sft", "botpsy-0.5b-fn2"])
+def test_the_committed_releases_are_known_and_their_adapters_are_in_the_repository(name):
+    rel = releases.release(name)
+    assert rel.base == "qwen2.5-coder-0.5b" and len(rel.sha256) == 64 and int(rel.sha256, 16) >= 0
     folder = releases.adapter_folder(rel)
     assert json.loads((folder / "meta.json").read_text())["base"] == rel.base
+    assert (folder / "README.md").read_text().startswith(f"# {name}:")  # its model card
+
+
+def test_an_unknown_release_is_a_clear_error():
     with pytest.raises(BaseModelError, match="unknown release"):
         releases.release("botpsy-9b")
 

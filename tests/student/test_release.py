@@ -25,7 +25,7 @@ def tiny_release(student_sft, qwen2_gguf, monkeypatch, tmp_path):
     return rel, cache
 
 
-@pytest.mark.parametrize("name", ["botpsy-0.5b-sft", "botpsy-0.5b-fn2"])
+@pytest.mark.parametrize("name", sorted(releases.RELEASES))
 def test_the_committed_releases_are_known_and_their_adapters_are_in_the_repository(name):
     rel = releases.release(name)
     assert rel.base == "qwen2.5-coder-0.5b" and len(rel.sha256) == 64 and int(rel.sha256, 16) >= 0

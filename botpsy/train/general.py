@@ -47,6 +47,7 @@ class GeneralConfig:
     seed: int = field(default=0, metadata={"help": "Seed for drawing the requests and the thinking on/off choice."})
     max_tokens: int = field(default=512, metadata={"help": "Token cap per answer; an answer that reaches it is not kept."})
     thinking_share: float = field(default=0.5, metadata={"help": "Share of kept examples rendered with thinking on (as `botpsy data`)."})
+    format_share: float = field(default=0.5, metadata={"help": "Share of requests that carry a format instruction."})
     threads: int = field(default=0, metadata={"help": "CPU threads for the model (0: all physical cores)."})
     json: bool = field(default=False, metadata={"help": "Print the summary as JSON."})
 
@@ -127,9 +128,10 @@ REASONING = "This is a general request and no tool is needed, so I'll answer it 
 REASONING_FORMAT = "This is a general request and no tool is needed; I'll answer it directly in the format asked for."
 
 
-def draw_requests(n: int, seed: int) -> list[dict]:
+def draw_requests(n: int, seed: int, format_share: float = 0.5) -> list[dict]:
     """``n`` requests: ``{"id", "prompt", "instruction_id_list", "kwargs"}`` (IFEval's record shape), the
-    same for the same seed. Every task x topic pair comes up before any repeats; half carry a format.
+    same for the same seed and share. Every task x topic pair comes up before any repeats;
+    ``format_share`` of them carry a format instruction.
 
     >>> [r["id"] for r in draw_requests(2, 0)]
     ['general-0000', 'general-0001']
@@ -143,7 +145,7 @@ def draw_requests(n: int, seed: int) -> list[dict]:
     for i in range(n):
         task, topic = pairs[i % len(pairs)]
         prompt, ids, kwargs = task.format(topic=topic), [], []
-        if rng.random() < 0.5:
+        if rng.random() < format_share:
             text, instruction, spec = FORMATS[rng.randrange(len(FORMATS))]
             values = {key: (rng.randint(*v) if isinstance(v, tuple) else rng.choice(v) if isinstance(v, list)
                             else prompt if v == REQUEST else v) for key, v in spec.items()}
@@ -260,9 +262,11 @@ def by_instruction(requests: list[dict], kept_ids: set[str]) -> dict[str, dict[s
 def main(config: GeneralConfig) -> int:
     if config.n < 1:
         raise ValueError("--n must be at least 1")
+    if not 0.0 <= config.format_share <= 1.0:
+        raise ValueError(f"--format-share must be between 0 and 1, got {config.format_share}")
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    requests = draw_requests(config.n, config.seed)
+    requests = draw_requests(config.n, config.seed, config.format_share)
     answers = answer_requests(config, requests, out / "answers.jsonl")
     rng = random.Random(config.seed + 1)
     examples, dropped = [], {}

@@ -43,7 +43,7 @@ class DataConfig:
     seed: int = field(default=0, metadata={"help": "Seed for reasoning phrasing and the thinking on/off choice."})
     thinking_share: float = field(default=0.5, metadata={"help": "Share of examples rendered with thinking on."})
     value_swaps: int = field(default=0, metadata={"help": "Extra training copies of each train example whose copied values (names, queries, texts the user typed) are renamed to made-up ones everywhere (botpsy.train.augment); 0 = none."})
-    general: str = field(default="", metadata={"help": "A general.jsonl from `botpsy general` (everyday requests answered by the base model) to add to the train split; empty: none."})
+    general: list[str] = field(default_factory=list, metadata={"help": "A general.jsonl from `botpsy general` (everyday requests answered by a base model) to add to the train split; repeat the flag for several (their ids are then prefixed with the file's folder name); none by default."})
     general_copies: int = field(default=1, metadata={"help": "Times each general example goes into the train split: sets their share beside the device tasks (a few hundred kept answers are a few percent of 3,700 task examples at 1)."})
     functions: int = field(default=0, metadata={"help": "Varied function-calling examples (botpsy.train.functions: a catalogue of everyday functions beyond the device world, single, multiple, parallel and irrelevant requests) added to the train split; 0: none."})
     functions_reasoning: str = field(default="purpose", metadata={"help": "How the varied function examples' reasoning opens: 'purpose' restates the request as the fitting function's purpose (the fn2 adapter's data); 'quote' quotes the request and then compares each function's purpose with it (fn3's, measured worse on BFCL: bench_out/student_sft_fn3_2026-12-07/; botpsy.train.functions.REASONING_STYLES). Requests, tools and calls are the same in both.", "choices": ["purpose", "quote"]})
@@ -156,9 +156,9 @@ def trajectory(task_record: dict, rng: random.Random, thinking_share: float) -> 
     }
 
 
-def read_general(path: Path, copies: int = 1) -> list[dict]:
-    """The kept examples of `botpsy general`, each ``copies`` times (repeats get ids ``<id>~<k>``):
-    only the train split gets them."""
+def read_general(path: Path, copies: int = 1, prefix: str = "") -> list[dict]:
+    """The kept examples of `botpsy general`, each ``copies`` times (repeats get ids ``<id>~<k>``), ids
+    prefixed with ``prefix``: only the train split gets them."""
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist; make it with `botpsy general --out {path.parent}`")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -166,7 +166,23 @@ def read_general(path: Path, copies: int = 1) -> list[dict]:
         raise ValueError(f"{path} is not a `botpsy general` output (every row has kind 'general' and messages)")
     if copies < 1:
         raise ValueError(f"--general-copies must be at least 1 (got {copies})")
+    rows = [{**row, "id": prefix + row["id"], "task_id": prefix + row.get("task_id", row["id"])} for row in rows]
     return rows + [{**row, "id": f"{row['id']}~{k}"} for k in range(1, copies) for row in rows]
+
+
+def read_generals(paths: list[str], copies: int = 1) -> list[dict]:
+    """Every file's examples (``read_general``); with several files each id gets its folder's name in
+    front, and two files from one folder, or ids that still clash, are an error."""
+    if len(paths) == 1:
+        return read_general(Path(paths[0]), copies)
+    prefixes = [f"{Path(p).parent.name}:" for p in paths]
+    if len(set(prefixes)) != len(prefixes):
+        raise ValueError(f"--general files must come from different folders (their names prefix the ids): {paths}")
+    rows = [row for path, prefix in zip(paths, prefixes) for row in read_general(Path(path), copies, prefix)]
+    clashes = [i for i, n in Counter(row["id"] for row in rows).items() if n > 1]
+    if clashes:
+        raise ValueError(f"--general files share example ids, e.g. {clashes[0]!r}")
+    return rows
 
 
 def read_tasks(path: Path) -> list[dict]:
@@ -188,7 +204,7 @@ def main(config: DataConfig) -> int:
         if split == "train" and config.value_swaps:
             examples = with_value_swaps(examples, config.value_swaps, config.seed)
         swapped = len(examples) - len(originals)
-        general = read_general(Path(config.general), config.general_copies) if split == "train" and config.general else []
+        general = read_generals(config.general, config.general_copies) if split == "train" and config.general else []
         varied = function_examples(config.functions, config.seed, config.thinking_share, config.functions_reasoning) if split == "train" else []
         examples = examples + general + varied
         write_jsonl(out / f"{split}.jsonl", examples)

@@ -165,6 +165,36 @@ def test_answers_are_checked_kept_resumed_and_mixed_into_the_train_split(monkeyp
     assert all(e["messages"][0]["content"] == prompts[e["id"]] for e in reseeded)
 
 
+def test_several_general_files_go_in_together_under_prefixed_ids(tmp_path, device_data, capsys):
+    """Banks answered by different models (or seeds) are mixed without a hand merge: each file's ids
+    get its folder's name in front, so the same request id from two banks stays two examples."""
+    banks = []
+    for name, answer in (("bank_a", "First answer."), ("bank_b", "Second answer.")):
+        folder = tmp_path / name
+        folder.mkdir()
+        rows = [general.as_example(r, answer, thinking=False) for r in general.draw_requests(3, seed=0)]
+        (folder / "general.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        banks.append(str(folder / "general.jsonl"))
+    command = ["data", "--tasks", str(device_data.parent / "tasks"), "--out", str(tmp_path / "d"),
+               "--general", banks[0], "--general", banks[1], "--general-copies", "2"]
+    assert cli_main(command) == 0
+    train = [json.loads(line) for line in (tmp_path / "d" / "train.jsonl").read_text().splitlines()]
+    mixed = [e for e in train if e["kind"] == "general"]
+    assert len(mixed) == 12 and len({e["id"] for e in train}) == len(train)
+    assert {e["id"].split(":")[0] for e in mixed} == {"bank_a", "bank_b"}
+    assert "bank_b:general-0000~1" in {e["id"] for e in mixed}
+    assert {e["messages"][1]["content"] for e in mixed if e["id"].startswith("bank_a:")} == {"First answer."}
+    # Two files from one folder cannot be told apart by their prefix: refused, nothing written.
+    assert cli_main(command[:5] + ["--general", banks[0], "--general", banks[0]]) == 2
+    assert "different folders" in capsys.readouterr().err
+
+
+def test_the_share_of_requests_with_a_format_is_set_by_format_share():
+    assert general.draw_requests(50, seed=3) == general.draw_requests(50, seed=3, format_share=0.5)
+    assert not any(r["instruction_id_list"] for r in general.draw_requests(50, seed=3, format_share=0.0))
+    assert all(r["instruction_id_list"] for r in general.draw_requests(50, seed=3, format_share=1.0))
+
+
 def test_a_file_that_is_not_general_output_is_refused(tmp_path, device_data, capsys):
     bad = tmp_path / "general.jsonl"
     bad.write_text(json.dumps({"id": "x", "kind": "single", "messages": []}) + "\n")

@@ -21,8 +21,8 @@ while a tool call is open, allows only the tokens that keep the call valid for t
 
 Everywhere else (reasoning, plain answers) nothing is constrained, so the model can still answer,
 refuse or ask back instead of calling. A turn offered no tools at all gets ``NoCallConstraint``
-instead: every token but the one that opens a call (a model trained on tool tasks otherwise
-answers an essay request with ``<tool_call>``). Whether to call, and which of the offered tools, stays the
+instead: every token but one that opens a call, spelled out in pieces or not (a model trained
+on tool tasks otherwise answers an essay request with ``<tool_call>``). Whether to call, and which of the offered tools, stays the
 model's choice: the constraint only removes the options that could never be valid.
 
 It works on text, so one object serves every backend whose vocabulary can be listed as strings:
@@ -93,6 +93,14 @@ class TokenTable:
     def call_free_ids(self) -> frozenset[int]:
         """Every token that does not open a tool call (one shared set)."""
         return frozenset(i for i, text in enumerate(self.pieces) if _CALL_MARK not in text)
+
+    def call_free_ids_after(self, started: str) -> frozenset[int]:
+        """Tokens that do not finish a call opening whose first characters, ``started`` (a proper
+        prefix of ``<tool_call``), end the text so far; one set per prefix, built on first use."""
+        cache = self.__dict__.setdefault("_call_free_after", {})
+        if started not in cache:
+            cache[started] = self.call_free_ids - {i for i, text in enumerate(self.pieces) if _CALL_MARK in started + text}
+        return cache[started]
 
     @functools.cached_property
     def number_candidates(self) -> list[int]:
@@ -203,21 +211,30 @@ class CallConstraint:
 
 
 class NoCallConstraint:
-    """For a turn offered no tools: any token except one that opens a tool call.
+    """For a turn offered no tools: any token except one that opens a tool call, whether the
+    opening is the call token itself or spelled out in pieces (``<tool`` then ``_call>``).
 
-    >>> table = TokenTable(["<tool_call>", "Hello", " world"])
+    >>> table = TokenTable(["<tool_call>", "Hello", " world", "<", "tool", "_call>"])
     >>> sorted(NoCallConstraint(table).allowed_ids("Hello"))
-    [1, 2]
+    [1, 2, 3, 4, 5]
+    >>> sorted(NoCallConstraint(table).after("Hello <").allowed_ids("tool"))  # "_call>" would finish it
+    [1, 2, 3, 4]
     """
 
-    def __init__(self, table: TokenTable) -> None:
+    def __init__(self, table: TokenTable, written: str = "") -> None:
         self.table = table
+        self.written = written[-len(_CALL_MARK):]  # only an unfinished opening can reach past a stream's start
 
     def after(self, written: str) -> "NoCallConstraint":
-        return self
+        return NoCallConstraint(self.table, written)
 
     def allowed_ids(self, text: str) -> frozenset[int]:
-        return self.table.call_free_ids
+        tail = (self.written + text)[-len(_CALL_MARK):]
+        start = tail.rfind("<")
+        started = tail[start:] if start >= 0 else ""
+        if not started or len(started) == len(_CALL_MARK) or not _CALL_MARK.startswith(started):
+            return self.table.call_free_ids
+        return self.table.call_free_ids_after(started)
 
 
 FREE_VALUE = "free"  # ``targets`` of a free-text value: any token without a tag

@@ -117,6 +117,27 @@ def test_a_turn_without_tools_never_opens_a_call(llama_f32, monkeypatch):
     assert seen[-1] is None  # --no-constrain-calls switches every mask off
 
 
+def test_a_turn_without_tools_cannot_spell_a_call_out_either(llama_f32):
+    """Masking the call token alone leaves its spelling in ordinary pieces open ('<', 'tool',
+    '_call', '>'). On the real vocabulary, after every unfinished start of ``<tool_call`` no
+    allowed token finishes it, also across a stream boundary, and ordinary text stays allowed."""
+    from botpsy.chat.constrain import NoCallConstraint
+
+    table = llama_f32.token_table()
+    mark = "<tool_call"
+    fresh = NoCallConstraint(table)
+    spelling = [i for i, text in enumerate(table.pieces) if text in ("<", "tool", "_call", "_call>")]
+    assert len(spelling) >= 3 and set(spelling) <= fresh.allowed_ids("")  # each piece alone is harmless
+    for cut in range(1, len(mark)):
+        started = "Here is my answer " + mark[:cut]
+        for constraint, text in ((fresh, started), (fresh.after(started[:-1]), started[-1:])):
+            allowed = constraint.allowed_ids(text)
+            finishing = {i for i, piece in enumerate(table.pieces) if mark in mark[:cut] + piece}
+            assert finishing and not finishing & allowed, cut
+            assert len(allowed) > len(table.pieces) - 2 * len(finishing) - 50  # nothing else is taken away
+    assert fresh.allowed_ids("a < b and x <tool") != fresh.allowed_ids("a < b")
+
+
 def test_a_shared_allowed_set_masks_exactly_its_complement(tiny_tokenizer):
     """The frozen-set path of both backends' masks (only the dropped entries are written), against a
     logit that would otherwise win: the call-opening token masked, every other logit untouched."""

@@ -77,6 +77,7 @@ class TokenTable:
     def __init__(self, pieces: Sequence[str]) -> None:
         self.pieces = list(pieces)
         self._by_text: dict[str, list[int]] = defaultdict(list)
+        self._call_free_after: dict[str, frozenset[int]] = {}  # call_free_ids_after, per started prefix
         for token, text in enumerate(self.pieces):
             if text:
                 self._by_text[text].append(token)
@@ -97,10 +98,10 @@ class TokenTable:
     def call_free_ids_after(self, started: str) -> frozenset[int]:
         """Tokens that do not finish a call opening whose first characters, ``started`` (a proper
         prefix of ``<tool_call``), end the text so far; one set per prefix, built on first use."""
-        cache = self.__dict__.setdefault("_call_free_after", {})
-        if started not in cache:
-            cache[started] = self.call_free_ids - {i for i, text in enumerate(self.pieces) if _CALL_MARK in started + text}
-        return cache[started]
+        if started not in self._call_free_after:
+            finishing = {i for i, text in enumerate(self.pieces) if _CALL_MARK in started + text}
+            self._call_free_after[started] = self.call_free_ids - finishing
+        return self._call_free_after[started]
 
     @functools.cached_property
     def number_candidates(self) -> list[int]:

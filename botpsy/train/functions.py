@@ -17,6 +17,13 @@ Five kinds, the shapes general function calling takes:
 - ``fn_irrelevant``: the functions offered cannot do what is asked: no call, a short answer. The
   request needs a tool (live data, an action), never something a model can answer itself.
 
+And one kind drawn only on request (``botpsy data --functions-answer N``, ``answer_examples``):
+
+- ``fn_answer``: a request the model can work out itself (an area, a factorial, a capital), with
+  functions offered that cannot do it, often ones whose parameters have the request's shape (two
+  numbers asked, ``weight`` and ``height`` offered): no call, the worked answer
+  (``botpsy.train.answers``).
+
 Every assistant turn's reasoning grounds its verdict in the text before it: what the user asks
 for, which offered function does that (or that none does), what it needs and where the request
 gives it. Function names vary in style (``snake_case``, ``module.name``, ``camelCase``) so the
@@ -32,6 +39,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from botpsy.train.answers import ANSWERS, answer
 from botpsy.train.trajectories import describe_arguments
 from botpsy.world.words import CITIES, FIRST_NAMES, LAST_NAMES
 
@@ -629,14 +637,56 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
             f"I can't do that with the functions I have: none of them can {wanted.purpose}.",
             f"Sorry, none of the available tools can {wanted.purpose}, so I can't help with that here.",
             f"That isn't something my available functions can do (they can't {wanted.purpose})."))}
+    elif kind == "fn_answer":
+        wanted = rng.choice([f for f in CATALOGUE if f.name in ANSWERS])
+        request, arguments = fill(wanted, rng)
+        asked = [wanted.name]
+        offered, names = offer(unfit_offer(wanted, rng), rng)
+        example_function = rng.choice(offered)
+        one, purpose = names[example_function.name], example_function.purpose
+        nearest = (f"the only offered function, {one}, can {purpose}, which is not what is asked" if len(offered) == 1 else
+                   f"none of the {len(offered)} offered functions does that ({one}, for one, can {purpose})")
+        opening = f"{quoted(request)} I can work that out myself" if quote else f"The user wants to {wanted.purpose}, which I can work out myself"
+        reasoning = f"{opening}; {nearest}, so I won't call any."
+        reply = {"role": "assistant", "content": answer(wanted.name, arguments)}
     else:
-        raise ValueError(f"unknown function-example kind {kind!r}; known: {', '.join(KINDS)}")
+        raise ValueError(f"unknown function-example kind {kind!r}; known: {', '.join(KINDS + ('fn_answer',))}")
     reply["reasoning_content"] = reasoning
     rng.shuffle(offered)
     messages = [{"role": "user", "content": request}, reply]
     return {"id": f"fn-{index:05d}", "task_id": f"fn-{index:05d}", "kind": kind, "domain": "functions", "group": "functions",
             "split": "train", "thinking": rng.random() < thinking_share, "messages": messages, "asked": asked,
             "tools": [f.tool(names[f.name]) for f in offered]}
+
+
+def shape(function: Function) -> tuple[str, ...]:
+    """The types of a function's required parameters, numbers merged: what a request's values
+    could be pasted into.
+
+    >>> shape(next(f for f in CATALOGUE if f.name == "calculate_bmi"))
+    ('number', 'number')
+    """
+    return tuple(sorted("number" if p.type in ("number", "integer") else p.type for p in function.params if p.required))
+
+
+def unfit_offer(wanted: Function, rng: random.Random) -> list[Function]:
+    """One to three functions from other domains that cannot do ``wanted``'s request; in three of
+    four draws the first shares its parameter shape (``shape``) when any function does."""
+    others = [f for f in CATALOGUE if f.domain != wanted.domain and not overlapping(f, wanted)]
+    alike = [f for f in others if shape(f) == shape(wanted)]
+    first = rng.choice(alike) if alike and rng.random() < 0.75 else rng.choice(others)
+    rest = [f for f in others if f.name != first.name]
+    return [first] + rng.sample(rest, k=0 if rng.random() < 0.6 else rng.randint(1, 2))
+
+
+def answer_examples(count: int, seed: int = 0, thinking_share: float = 0.5, reasoning_style: str = "purpose") -> list[dict]:
+    """``count`` ``fn_answer`` examples (ids ``fn-answer-NNNNN``), drawn apart from ``examples`` so
+    that adding them leaves its draws unchanged."""
+    if count < 0:
+        raise ValueError(f"--functions-answer must be 0 or more (got {count})")
+    rng = random.Random(f"functions-answer-{seed}")
+    rows = [example("fn_answer", rng, i, thinking_share, reasoning_style) for i in range(count)]
+    return [{**row, "id": row["id"].replace("fn-", "fn-answer-"), "task_id": row["task_id"].replace("fn-", "fn-answer-")} for row in rows]
 
 
 def distinct_fills(functions: list[Function], rng: random.Random) -> list[tuple[str, dict]]:

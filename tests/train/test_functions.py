@@ -202,3 +202,50 @@ def test_student_data_stage_passes_the_count_on(tmp_path, device_data):
     step_data(SimpleNamespace(seed=0, functions=7), tmp_path)
     meta = json.loads((tmp_path / "data" / "meta.json").read_text())
     assert meta["splits"]["train"]["functions"] == 7 and meta["config"]["functions"] == 7
+
+
+@pytest.fixture(scope="module")
+def answered():
+    return functions.answer_examples(300, seed=5)
+
+
+def test_answer_examples_reply_with_the_worked_answer_and_call_nothing(answered):
+    assert functions.answer_examples(300, seed=5) == answered
+    assert {e["kind"] for e in answered} == {"fn_answer"} and len({e["id"] for e in answered}) == 300
+    assert all(e["id"].startswith("fn-answer-") for e in answered)
+    for example in answered:
+        reply = example["messages"][1]
+        wanted = BY_NAME[example["asked"][0]]
+        offered = {catalogue_name(t["function"]["name"]) for t in example["tools"]}
+        assert "tool_calls" not in reply and reply["content"]
+        assert wanted.name not in offered and 1 <= len(offered) <= 3
+        assert all(BY_NAME[name].domain != wanted.domain for name in offered), example["id"]
+        assert reply["reasoning_content"].endswith("so I won't call any.")
+        messages = example["messages"] if example["thinking"] else [without_reasoning(m) for m in example["messages"]]
+        text, spans = assistant_spans(messages, example["tools"], example["thinking"])
+        (start, end), = spans
+        parsed = parse_output(text[start:end], example["tools"], thinking=example["thinking"])
+        assert parsed.ok and parsed.tool_calls == [] and reply["content"] in parsed.content
+    # Most draws offer a function whose parameters have the request's shape: the trap being taught.
+    alike = sum(any(functions.shape(BY_NAME[catalogue_name(t["function"]["name"])]) == functions.shape(BY_NAME[e["asked"][0]])
+                    for t in e["tools"]) for e in answered)
+    assert alike > 0.6 * len(answered)
+    assert len({e["asked"][0] for e in answered}) == len(functions.ANSWERS)
+
+
+def test_answer_examples_check_their_count():
+    with pytest.raises(ValueError, match="--functions-answer must be 0 or more"):
+        functions.answer_examples(-1)
+    assert functions.answer_examples(0) == []
+
+
+def test_data_command_adds_answer_examples_beside_the_others(tmp_path, device_data):
+    tasks = device_data.parent / "tasks"
+    assert cli_main(["data", "--tasks", str(tasks), "--out", str(tmp_path / "a"), "--functions", "40"]) == 0
+    assert cli_main(["data", "--tasks", str(tasks), "--out", str(tmp_path / "b"), "--functions", "40", "--functions-answer", "12"]) == 0
+    plain = [json.loads(line) for line in (tmp_path / "a" / "train.jsonl").read_text().splitlines()]
+    more = [json.loads(line) for line in (tmp_path / "b" / "train.jsonl").read_text().splitlines()]
+    assert [r for r in more if r["kind"] != "fn_answer"] == plain
+    assert sum(r["kind"] == "fn_answer" for r in more) == 12
+    meta = json.loads((tmp_path / "b" / "meta.json").read_text())
+    assert meta["splits"]["train"]["functions_answer"] == 12 and meta["splits"]["dev"]["functions_answer"] == 0

@@ -689,6 +689,24 @@ def answer_examples(count: int, seed: int = 0, thinking_share: float = 0.5, reas
     return [{**row, "id": row["id"].replace("fn-", "fn-answer-"), "task_id": row["task_id"].replace("fn-", "fn-answer-")} for row in rows]
 
 
+def with_unneeded_tools(rows: list[dict], share: float, seed: int = 0) -> list[dict]:
+    """Everyday examples (``botpsy general``) with functions offered that they do not need: in about
+    ``share`` of them one to three catalogue functions that need live data or act (never one in
+    ``ANSWERABLE``, which an everyday request might want), drawn per example id, so the same seed
+    gives the same tools. Their replies stay as they are: a direct answer, no call."""
+    if not 0 <= share <= 1:
+        raise ValueError(f"--general-tools must be between 0 and 1 (got {share})")
+    unneeded = [f for f in CATALOGUE if f.name not in ANSWERABLE]
+    out = []
+    for row in rows:
+        rng = random.Random(f"general-tools-{seed}-{row['id']}")
+        if share and rng.random() < share:
+            picked, names = offer(rng.sample(unneeded, k=rng.randint(1, 3)), rng)
+            row = {**row, "tools": [f.tool(names[f.name]) for f in picked]}
+        out.append(row)
+    return out
+
+
 def distinct_fills(functions: list[Function], rng: random.Random) -> list[tuple[str, dict]]:
     """A request for each function in turn, no two asking the same call (a repeat is redrawn)."""
     out: list[tuple[str, dict]] = []

@@ -45,6 +45,7 @@ class DataConfig:
     value_swaps: int = field(default=0, metadata={"help": "Extra training copies of each train example whose copied values (names, queries, texts the user typed) are renamed to made-up ones everywhere (botpsy.train.augment); 0 = none."})
     general: list[str] = field(default_factory=list, metadata={"help": "A general.jsonl from `botpsy general` (everyday requests answered by a base model) to add to the train split; repeat the flag for several (their ids are then prefixed with the file's folder name); none by default."})
     general_copies: int = field(default=1, metadata={"help": "Times each general example goes into the train split: sets their share beside the device tasks (a few hundred kept answers are a few percent of 3,700 task examples at 1)."})
+    general_tools: float = field(default=0.0, metadata={"help": "Share of the general examples that get one to three offered functions they do not need (live data or actions from botpsy.train.functions' catalogue), so that a request the model should answer itself is seen with tools offered too; their replies stay direct answers. 0: none (general examples offer no tools)."})
     functions: int = field(default=0, metadata={"help": "Varied function-calling examples (botpsy.train.functions: a catalogue of everyday functions beyond the device world, single, multiple, parallel and irrelevant requests) added to the train split; 0: none."})
     functions_answer: int = field(default=0, metadata={"help": "Requests the model can answer itself (an area, a factorial, a capital) offered only functions that cannot do them, often ones whose parameters have the request's shape; the reply is the worked answer, no call (botpsy.train.functions.answer_examples, botpsy.train.answers); added to the train split; 0: none."})
     functions_reasoning: str = field(default="purpose", metadata={"help": "How the varied function examples' reasoning opens: 'purpose' restates the request as the fitting function's purpose (the fn2 adapter's data); 'quote' quotes the request and then compares each function's purpose with it (fn3's, measured worse on BFCL: bench_out/student_sft_fn3_2026-12-07/; botpsy.train.functions.REASONING_STYLES). Requests, tools and calls are the same in both.", "choices": ["purpose", "quote"]})
@@ -195,6 +196,7 @@ def read_tasks(path: Path) -> list[dict]:
 def main(config: DataConfig) -> int:
     from botpsy.train.functions import answer_examples
     from botpsy.train.functions import examples as function_examples
+    from botpsy.train.functions import with_unneeded_tools
 
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -207,6 +209,7 @@ def main(config: DataConfig) -> int:
             examples = with_value_swaps(examples, config.value_swaps, config.seed)
         swapped = len(examples) - len(originals)
         general = read_generals(config.general, config.general_copies) if split == "train" and config.general else []
+        general = with_unneeded_tools(general, config.general_tools, config.seed)
         varied = (function_examples(config.functions, config.seed, config.thinking_share, config.functions_reasoning)
                   + answer_examples(config.functions_answer, config.seed, config.thinking_share, config.functions_reasoning)) if split == "train" else []
         examples = examples + general + varied
@@ -214,7 +217,8 @@ def main(config: DataConfig) -> int:
         summary[split] = {"examples": len(examples), "thinking_on": sum(e["thinking"] for e in examples),
                           "kinds": dict(sorted(Counter(e["kind"] for e in examples).items())),
                           "value_swapped_copies": swapped, "general": len(general),
-                          "general_copies": config.general_copies if general else 0, "functions": len(varied),
+                          "general_copies": config.general_copies if general else 0,
+                          "general_with_tools": sum(bool(e["tools"]) for e in general), "functions": len(varied),
                           "functions_answer": sum(e["kind"] == "fn_answer" for e in varied)}
         if split == "train":
             write_corpus(out / "corpus.txt", originals)  # the tokenizer learns what users type, not made-up words

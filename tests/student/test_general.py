@@ -214,3 +214,31 @@ def test_the_base_answers_through_llama_cpp(qwen2_gguf, tmp_path):
     assert len(answers) == 3 and {a["finish_reason"] for a in answers} <= {"stop", "length"}
     meta = json.loads((out / "meta.json").read_text())
     assert meta["kept"] + sum(meta["dropped"].values()) == 3
+
+
+def test_general_tools_offers_unneeded_functions_to_a_share_of_everyday_examples(tmp_path, device_data, capsys):
+    """An everyday request seen with tools offered still gets its direct answer: what BFCL's
+    irrelevance items and the device world's irrelevant tasks ask of a model that has tools."""
+    from botpsy.train.functions import ANSWERABLE
+
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    rows = [general.as_example(r, "An answer.", thinking=False) for r in general.draw_requests(40, seed=0)]
+    (folder / "general.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    command = ["data", "--tasks", str(device_data.parent / "tasks"), "--general", str(folder / "general.jsonl"),
+               "--general-copies", "2"]
+    assert cli_main(command + ["--out", str(tmp_path / "none")]) == 0
+    assert cli_main(command + ["--out", str(tmp_path / "half"), "--general-tools", "0.5"]) == 0
+    read = lambda name: [json.loads(line) for line in (tmp_path / name / "train.jsonl").read_text().splitlines()]  # noqa: E731
+    plain, half = read("none"), read("half")
+    assert all(not e["tools"] for e in plain if e["kind"] == "general")
+    offered = [e for e in half if e["kind"] == "general" and e["tools"]]
+    assert 20 <= len(offered) <= 60 and all(1 <= len(e["tools"]) <= 3 for e in offered)
+    assert not {t["function"]["name"].split(".")[-1] for e in offered for t in e["tools"]} & ANSWERABLE
+    # Only the tools change: requests, answers and every other example are as before.
+    untooled = lambda rows: [{**e, "tools": [] if e["kind"] == "general" else e["tools"]} for e in rows]  # noqa: E731
+    assert untooled(half) == untooled(plain)
+    assert json.loads((tmp_path / "half" / "meta.json").read_text())["splits"]["train"]["general_with_tools"] == len(offered)
+    assert cli_main(command + ["--out", str(tmp_path / "again"), "--general-tools", "0.5"]) == 0 and read("again") == half
+    assert cli_main(command + ["--out", str(tmp_path / "bad"), "--general-tools", "1.5"]) == 2
+    assert "--general-tools must be between 0 and 1" in capsys.readouterr().err

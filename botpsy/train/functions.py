@@ -22,7 +22,8 @@ And one kind drawn only on request (``botpsy data --functions-answer N``, ``answ
 - ``fn_answer``: a request the model can work out itself (an area, a factorial, a capital), with
   functions offered that cannot do it, often ones whose parameters have the request's shape (two
   numbers asked, ``weight`` and ``height`` offered): no call, the worked answer
-  (``botpsy.train.answers``).
+  (``botpsy.train.answers``); with ``--functions-answer-paired`` each comes with its twin,
+  ``fn_answer_call``: the same request with the fitting function offered too, and a call to it.
 
 Every assistant turn's reasoning grounds its verdict in the text before it: what the user asks
 for, which offered function does that (or that none does), what it needs and where the request
@@ -649,6 +650,7 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         opening = f"{quoted(request)} I can work that out myself" if quote else f"The user wants to {wanted.purpose}, which I can work out myself"
         reasoning = f"{opening}; {nearest}, so I won't call any."
         reply = {"role": "assistant", "content": answer(wanted.name, arguments)}
+        reply["arguments"] = arguments  # for answer_examples' paired twin; popped there, never trained on
     else:
         raise ValueError(f"unknown function-example kind {kind!r}; known: {', '.join(KINDS + ('fn_answer',))}")
     reply["reasoning_content"] = reasoning
@@ -679,14 +681,47 @@ def unfit_offer(wanted: Function, rng: random.Random) -> list[Function]:
     return [first] + rng.sample(rest, k=0 if rng.random() < 0.6 else rng.randint(1, 2))
 
 
-def answer_examples(count: int, seed: int = 0, thinking_share: float = 0.5, reasoning_style: str = "purpose") -> list[dict]:
+def answer_examples(count: int, seed: int = 0, thinking_share: float = 0.5, reasoning_style: str = "purpose",
+                    paired: bool = False) -> list[dict]:
     """``count`` ``fn_answer`` examples (ids ``fn-answer-NNNNN``), drawn apart from ``examples`` so
-    that adding them leaves its draws unchanged."""
+    that adding them leaves its draws unchanged. ``paired``: each is followed by its twin
+    (``fitting_twin``), the same request with the fitting function offered too, answered by a call."""
     if count < 0:
         raise ValueError(f"--functions-answer must be 0 or more (got {count})")
     rng = random.Random(f"functions-answer-{seed}")
-    rows = [example("fn_answer", rng, i, thinking_share, reasoning_style) for i in range(count)]
-    return [{**row, "id": row["id"].replace("fn-", "fn-answer-"), "task_id": row["task_id"].replace("fn-", "fn-answer-")} for row in rows]
+    out = []
+    for i in range(count):
+        row = example("fn_answer", rng, i, thinking_share, reasoning_style)
+        arguments = row["messages"][1].pop("arguments")
+        row = {**row, "id": f"fn-answer-{i:05d}", "task_id": f"fn-answer-{i:05d}"}
+        out.append(row)
+        if paired:
+            out.append(fitting_twin(row, arguments, rng, thinking_share, reasoning_style))
+    return out
+
+
+def fitting_twin(row: dict, arguments: dict, rng: random.Random, thinking_share: float = 0.5,
+                 reasoning_style: str = "purpose") -> dict:
+    """An ``fn_answer`` example's twin (kind ``fn_answer_call``): the same request with the function
+    that fits it offered beside the others, so the reply is a call to it. A student trained on
+    ``fn_answer`` alone learned that a computable request is answered, offered function or not (fn6:
+    12 of the 14 one-call BFCL items it lost were answered in text); with the twins the request alone
+    no longer decides, only whether an offered function fits does."""
+    wanted = next(f for f in CATALOGUE if f.name == row["asked"][0])
+    request = row["messages"][0]["content"]
+    name = styled_name(wanted, rng)
+    tools = row["tools"] + [wanted.tool(name)]
+    rng.shuffle(tools)
+    which = f"Of the {len(tools)} offered functions, {name}"
+    if reasoning_style == "quote":
+        reasoning = f"{quoted(request)} {which} can {wanted.purpose}, which is what is asked."
+    else:
+        reasoning = f"The user wants to {wanted.purpose}. {which} does that."
+    reply = {"role": "assistant", "content": "", "tool_calls": [call(name, arguments, 1)],
+             "reasoning_content": f"{reasoning} One call: {grounding(wanted, arguments)}"}
+    twin_id = row["id"] + "-call"
+    return {**row, "id": twin_id, "task_id": twin_id, "kind": "fn_answer_call", "thinking": rng.random() < thinking_share,
+            "messages": [row["messages"][0], reply], "tools": tools}
 
 
 def with_unneeded_tools(rows: list[dict], share: float, seed: int = 0) -> list[dict]:

@@ -48,6 +48,7 @@ class DataConfig:
     general_tools: float = field(default=0.0, metadata={"help": "Share of the general examples that get one to three offered functions they do not need (live data or actions from botpsy.train.functions' catalogue), so that a request the model should answer itself is seen with tools offered too; their replies stay direct answers. 0: none (general examples offer no tools)."})
     functions: int = field(default=0, metadata={"help": "Varied function-calling examples (botpsy.train.functions: a catalogue of everyday functions beyond the device world, single, multiple, parallel and irrelevant requests) added to the train split; 0: none."})
     functions_answer: int = field(default=0, metadata={"help": "Requests the model can answer itself (an area, a factorial, a capital) offered only functions that cannot do them, often ones whose parameters have the request's shape; the reply is the worked answer, no call (botpsy.train.functions.answer_examples, botpsy.train.answers); added to the train split; 0: none."})
+    functions_answer_paired: bool = field(default=False, metadata={"help": "Follow each --functions-answer example with its twin: the same request with the fitting function offered too, answered by a call (botpsy.train.functions.fitting_twin), so that only the offered functions, not the request, decide between answering and calling."})
     functions_reasoning: str = field(default="purpose", metadata={"help": "How the varied function examples' reasoning opens: 'purpose' restates the request as the fitting function's purpose (the fn2 adapter's data); 'quote' quotes the request and then compares each function's purpose with it (fn3's, measured worse on BFCL: bench_out/student_sft_fn3_2026-12-07/; botpsy.train.functions.REASONING_STYLES). Requests, tools and calls are the same in both.", "choices": ["purpose", "quote"]})
     json: bool = field(default=False, metadata={"help": "Print the summary as JSON."})
 
@@ -211,7 +212,8 @@ def main(config: DataConfig) -> int:
         general = read_generals(config.general, config.general_copies) if split == "train" and config.general else []
         general = with_unneeded_tools(general, config.general_tools, config.seed)
         varied = (function_examples(config.functions, config.seed, config.thinking_share, config.functions_reasoning)
-                  + answer_examples(config.functions_answer, config.seed, config.thinking_share, config.functions_reasoning)) if split == "train" else []
+                  + answer_examples(config.functions_answer, config.seed, config.thinking_share, config.functions_reasoning,
+                                    config.functions_answer_paired)) if split == "train" else []
         examples = examples + general + varied
         write_jsonl(out / f"{split}.jsonl", examples)
         summary[split] = {"examples": len(examples), "thinking_on": sum(e["thinking"] for e in examples),

@@ -249,3 +249,28 @@ def test_data_command_adds_answer_examples_beside_the_others(tmp_path, device_da
     assert sum(r["kind"] == "fn_answer" for r in more) == 12
     meta = json.loads((tmp_path / "b" / "meta.json").read_text())
     assert meta["splits"]["train"]["functions_answer"] == 12 and meta["splits"]["dev"]["functions_answer"] == 0
+    assert cli_main(["data", "--tasks", str(tasks), "--out", str(tmp_path / "c"), "--functions-answer", "5", "--functions-answer-paired"]) == 0
+    paired = [json.loads(line) for line in (tmp_path / "c" / "train.jsonl").read_text().splitlines()]
+    assert sum(r["kind"] == "fn_answer" for r in paired) == 5 and sum(r["kind"] == "fn_answer_call" for r in paired) == 5
+
+
+def test_paired_answer_examples_come_with_a_twin_that_calls_the_fitting_function():
+    rows = functions.answer_examples(100, seed=5, paired=True)
+    assert len(rows) == 200 and [r["kind"] for r in rows[:4]] == ["fn_answer", "fn_answer_call"] * 2
+    for plain, twin in zip(rows[::2], rows[1::2]):
+        wanted = BY_NAME[plain["asked"][0]]
+        assert twin["id"] == plain["id"] + "-call" and twin["messages"][0] == plain["messages"][0]
+        assert "arguments" not in plain["messages"][1] and "tool_calls" not in plain["messages"][1]
+        names = [t["function"]["name"] for t in twin["tools"]]
+        assert sorted(names) == sorted([t["function"]["name"] for t in plain["tools"]] + [twin["messages"][1]["tool_calls"][0]["function"]["name"]])
+        (called,) = twin["messages"][1]["tool_calls"]
+        assert catalogue_name(called["function"]["name"]) == wanted.name
+        assert set(called["function"]["arguments"]) >= {p.name for p in wanted.params if p.required}
+        # The twin's call renders and parses back exactly, with thinking on or off.
+        messages = twin["messages"] if twin["thinking"] else [without_reasoning(m) for m in twin["messages"]]
+        text, spans = assistant_spans(messages, twin["tools"], twin["thinking"])
+        (start, end), = spans
+        parsed = parse_output(text[start:end], twin["tools"], thinking=twin["thinking"])
+        assert parsed.ok and [(c.name, c.arguments) for c in parsed.tool_calls] == [(called["function"]["name"], called["function"]["arguments"])]
+    quoted = functions.answer_examples(20, seed=5, reasoning_style="quote", paired=True)
+    assert all(r["messages"][1]["reasoning_content"].startswith("The user asks:") for r in quoted)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from datetime import date
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 CAPITALS = {
     "Japan": "Tokyo", "Kenya": "Nairobi", "Canada": "Ottawa", "India": "New Delhi", "Brazil": "Brasília",

@@ -543,6 +543,17 @@ def quoted(request: str) -> str:
     return f'The user asks: "{text}"'
 
 
+def one_call_reasoning(request: str, target: Function, name: str, offered: int, arguments: dict, quote: bool) -> str:
+    """The reasoning before one call to ``target`` (offered as ``name`` among ``offered`` functions):
+    which function does what is asked, then what it needs and where the request gives it."""
+    which = f"Of the {offered} offered functions, {name}" if offered > 1 else name
+    if quote:
+        reasoning = f"{quoted(request)} {which} can {target.purpose}, which is what is asked."
+    else:
+        reasoning = f"The user wants to {target.purpose}. {which} does that."
+    return f"{reasoning} One call: {grounding(target, arguments)}"
+
+
 def call(name: str, arguments: dict, index: int) -> dict:
     return {"type": "function", "function": {"name": name, "arguments": arguments}, "id": f"call_{index}"}
 
@@ -564,14 +575,7 @@ def example(kind: str, rng: random.Random, index: int, thinking_share: float = 0
         asked = [target.name]
         # The other offered functions are counted, never listed: a student trained on "A does
         # that; B, C do not" went on listing made-up names on BFCL items until the token cap.
-        if quote:
-            which = f"Of the {len(offered)} offered functions, {names[target.name]}" if len(offered) > 1 else names[target.name]
-            reasoning = f"{quoted(request)} {which} can {target.purpose}, which is what is asked."
-        elif len(offered) > 1:
-            reasoning = f"The user wants to {target.purpose}. Of the {len(offered)} offered functions, {names[target.name]} does that."
-        else:
-            reasoning = f"The user wants to {target.purpose}. {names[target.name]} does that."
-        reasoning += f" One call: {grounding(target, arguments)}"
+        reasoning = one_call_reasoning(request, target, names[target.name], len(offered), arguments, quote)
         reply = {"role": "assistant", "content": "", "tool_calls": [call(names[target.name], arguments, 1)]}
     elif kind == "fn_parallel":
         target = draw(set())
@@ -712,13 +716,8 @@ def fitting_twin(row: dict, arguments: dict, rng: random.Random, thinking_share:
     name = styled_name(wanted, rng)
     tools = row["tools"] + [wanted.tool(name)]
     rng.shuffle(tools)
-    which = f"Of the {len(tools)} offered functions, {name}"
-    if reasoning_style == "quote":
-        reasoning = f"{quoted(request)} {which} can {wanted.purpose}, which is what is asked."
-    else:
-        reasoning = f"The user wants to {wanted.purpose}. {which} does that."
     reply = {"role": "assistant", "content": "", "tool_calls": [call(name, arguments, 1)],
-             "reasoning_content": f"{reasoning} One call: {grounding(wanted, arguments)}"}
+             "reasoning_content": one_call_reasoning(request, wanted, name, len(tools), arguments, reasoning_style == "quote")}
     twin_id = row["id"] + "-call"
     return {**row, "id": twin_id, "task_id": twin_id, "kind": "fn_answer_call", "thinking": rng.random() < thinking_share,
             "messages": [row["messages"][0], reply], "tools": tools}

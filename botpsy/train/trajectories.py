@@ -195,9 +195,8 @@ def read_tasks(path: Path) -> list[dict]:
 
 
 def main(config: DataConfig) -> int:
-    from botpsy.train.functions import answer_examples
+    from botpsy.train.functions import answer_examples, with_unneeded_tools
     from botpsy.train.functions import examples as function_examples
-    from botpsy.train.functions import with_unneeded_tools
 
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -17,8 +17,8 @@ right. Only requests whose answer can be computed (or looked up in a small table
 from __future__ import annotations
 
 import math
-from datetime import date
 from collections.abc import Callable
+from datetime import date
 from typing import Any
 
 CAPITALS = {

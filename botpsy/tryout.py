@@ -140,14 +140,15 @@ def card_table(card: dict) -> str:
     def median(figure):
         return (figure or {}).get("median")
 
-    lines = ["| file | MB | load ms | peak RSS MB | TTFT cold / warm ms (10 tools) | prefill / decode tok/s (1k ctx) |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| file | MB | load ms | peak RSS MB | TTFT cold / warm / after a restart ms (10 tools) | "
+             "prefill / decode tok/s (1k ctx) |", "|---|---|---|---|---|---|"]
     for m in card["models"]:
         ttft = next((t for t in m.get("ttft", []) if t.get("tools") == 10), {})
         speed = next((t for t in m.get("throughput", []) if t.get("context_tokens") == 1024), {})
         rss = (m.get("memory") or {}).get("peak_rss_generating_bytes")
         lines.append(f"| {m['name']} | {m['file_bytes'] / 1e6:.0f} | {num(median(m.get('load_ms')))} | "
-                     f"{num(rss / 1e6 if rss else None)} | {num(median(ttft.get('cold_ms')))} / {num(median(ttft.get('warm_ms')))} | "
+                     f"{num(rss / 1e6 if rss else None)} | {num(median(ttft.get('cold_ms')))} / {num(median(ttft.get('warm_ms')))} / "
+                     f"{num(median(ttft.get('restart_ms')))} | "
                      f"{num(median(speed.get('prefill_tokens_per_s')))} / {num(median(speed.get('decode_tokens_per_s')))} |")
     return "\n".join(lines)
 

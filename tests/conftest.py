@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# `botpsy chat` and `serve` keep prefix states on disk by default; tests never write to the user's cache.
+os.environ["BOTPSY_PREFIX_STATES"] = tempfile.mkdtemp(prefix="botpsy-test-prefix-states-")
 
 SAMPLE_TEXTS = [
     "Set an alarm for 7:30 tomorrow and call it gym.",

@@ -36,6 +36,7 @@ from botpsy.chat.stream import ContentDelta, ReasoningDelta
 from botpsy.chat.types import ToolCall
 from botpsy.output import emit, table
 from botpsy.runtime.backend import BackendOptions, ModelLoadError, SamplingConfig
+from botpsy.runtime.prefix_cache import PREFIX_DIR_HELP, prefix_state_dir
 from botpsy.runtime.generate import LOOP_POLICIES, BudgetReached, Event, GenerateConfig, LoopDetected
 from botpsy.world.registry import REGISTRY
 from botpsy.world.world import World
@@ -69,6 +70,7 @@ class ChatConfig:
     enable_thinking: bool = field(default=True, metadata={"help": "Let the model reason before it answers."})
     color: str = field(default="auto", metadata={"help": "ANSI colours.", "choices": ["auto", "always", "never"]})
     threads: int = field(default=0, metadata={"help": "CPU threads (0 = all physical cores)."})
+    prefix_cache_dir: str = field(default="auto", metadata={"help": PREFIX_DIR_HELP})
     n_ctx: int = field(default=16384, metadata={"help": "Context size in tokens (all 60 tools take several thousand)."})
     max_tokens: int = field(default=1024, metadata={"help": "Most tokens per model turn."})
     thinking_budget: int = field(default=512, metadata={"help": "Close the reasoning after this many tokens (0 = off)."})
@@ -338,7 +340,9 @@ def main(config: ChatConfig) -> int:
     if config.json and config.request is None:
         raise ValueError("--json needs a request to run (one-shot mode)")
     try:
-        backend = open_backend(config.model, BackendOptions(threads=config.threads, n_ctx=config.n_ctx))
+        options = BackendOptions(threads=config.threads, n_ctx=config.n_ctx,
+                                 prefix_cache_dir=prefix_state_dir(config.prefix_cache_dir))
+        backend = open_backend(config.model, options)
     except ModelLoadError as exc:
         print(f"botpsy chat: {exc}", file=sys.stderr)
         return 2

@@ -21,9 +21,11 @@
       memory          {estimate: the runtime's MemoryEstimate.to_dict(), rss_before_load_bytes,
                        rss_loaded_bytes, peak_rss_generating_bytes}
       ttft            [{tools, prompt_tokens, prefix_tokens, cold_ms: Stats, warm_ms: Stats, warm_over_cold,
-                        warm_cache_hits} or {tools, skipped: reason}]
-                      (cold: nothing cached; warm: the tools prefix restored; warm_cache_hits counts the
-                      recorded warm runs that did restore it)
+                        warm_cache_hits, restart_ms: Stats, restart_cache_hits, state_file_bytes}
+                       or {tools, skipped: reason}]
+                      (cold: nothing cached; warm: the tools prefix restored from memory; restart: a new
+                      process's first turn, the prefix state read from its file on disk (optional: absent
+                      in cards before 2026-12-07); the hit counts count the recorded runs that restored it)
       throughput      [{context_tokens, decode_tokens, prefill_tokens_per_s: Stats, decode_tokens_per_s: Stats}
                        or {context_tokens, skipped: reason}]
       agent_turn      {ms: Stats, completion_tokens, tool_calls, prompt_tokens} or {skipped: reason}
@@ -72,7 +74,8 @@ def _one_of(measured: dict) -> dict:
 
 _TTFT = {"type": "object", "required": ["tools", "prompt_tokens", "prefix_tokens", "cold_ms", "warm_ms", "warm_over_cold"],
          "properties": {"tools": _INT, "prompt_tokens": _INT, "prefix_tokens": _INT, "cold_ms": STATS_SCHEMA,
-                        "warm_ms": STATS_SCHEMA, "warm_over_cold": _NUMBER}}
+                        "warm_ms": STATS_SCHEMA, "warm_over_cold": _NUMBER, "restart_ms": STATS_SCHEMA,
+                        "restart_cache_hits": _INT, "state_file_bytes": _INT}}
 _TTFT_SKIPPED = {"type": "object", "required": ["tools", "skipped"], "additionalProperties": False,
                  "properties": {"tools": _INT, "skipped": {"type": "string"}}}
 _THROUGHPUT = {"type": "object", "required": ["context_tokens", "decode_tokens", "prefill_tokens_per_s",
@@ -177,7 +180,7 @@ def pool(records: list[Any]) -> Any:
             others = [r.get(key) for r in records]
             if key == "peak_rss_generating_bytes":
                 pooled[key] = max(v for v in others if v is not None)
-            elif key == "warm_cache_hits":
+            elif key in ("warm_cache_hits", "restart_cache_hits"):
                 pooled[key] = sum(v or 0 for v in others)
             else:
                 pooled[key] = pool(others) if all(v is not None for v in others) else value
@@ -276,10 +279,12 @@ def model_lines(model: dict[str, Any]) -> list[str]:
              f"bandwidth {roof['bandwidth_gb_per_s']:.2f} GB/s allows {roof['allowed_decode_tokens_per_s']:.1f} tok/s; "
              f"measured {roof['measured_decode_tokens_per_s']:.1f} tok/s = **{roof['fraction_of_roofline']}** "
              f"of the limit ({roof.get('note', '')})", ""]
-    ttft_rows = [[str(t["tools"]), "-", "skipped: " + t["skipped"], "-", "-"] if "skipped" in t else
+    ttft_rows = [[str(t["tools"]), "-", "skipped: " + t["skipped"], "-", "-", "-"] if "skipped" in t else
                  [str(t["tools"]), str(t["prompt_tokens"]), stat(t["cold_ms"]), stat(t["warm_ms"]),
-                  f"{t['warm_over_cold']:.3f}"] for t in model["ttft"]]
-    lines += md_table(["tools", "prompt tokens", "TTFT cold ms", "TTFT warm ms", "warm/cold"], ttft_rows) + [""]
+                  f"{t['warm_over_cold']:.3f}", stat(t["restart_ms"]) if "restart_ms" in t else "-"]
+                 for t in model["ttft"]]
+    lines += md_table(["tools", "prompt tokens", "TTFT cold ms", "TTFT warm ms", "warm/cold",
+                       "TTFT after a restart ms (prefix from disk)"], ttft_rows) + [""]
     speed_rows = [[str(t["context_tokens"]), "skipped: " + t["skipped"], "-"] if "skipped" in t else
                   [str(t["context_tokens"]), stat(t["prefill_tokens_per_s"]), stat(t["decode_tokens_per_s"])]
                   for t in model["throughput"]]

@@ -69,6 +69,8 @@ def metrics(cards: list[dict[str, Any]]) -> list[tuple[str, Getter]]:
     for count in tools:
         rows.append((f"TTFT cold ms, {count} tools", lambda c, m, n=count: _median(_find(m["ttft"], "tools", n), "cold_ms")))
         rows.append((f"TTFT warm ms, {count} tools", lambda c, m, n=count: _median(_find(m["ttft"], "tools", n), "warm_ms")))
+        rows.append((f"TTFT after a restart ms, {count} tools",
+                     lambda c, m, n=count: _median(_find(m["ttft"], "tools", n), "restart_ms")))
     for length in contexts:
         rows.append((f"prefill tok/s @ {length}", lambda c, m, n=length: _median(
             _find(m["throughput"], "context_tokens", n), "prefill_tokens_per_s")))
@@ -91,7 +93,7 @@ def stat_figures(cards: list[dict[str, Any]]) -> list[tuple[str, Getter]]:
     contexts = sorted({t["context_tokens"] for m in models for t in m["throughput"]})
     figures: list[tuple[str, Getter]] = [("load ms", lambda c, m: m["load_ms"])]
     for count in tools:
-        for name in ("cold_ms", "warm_ms"):
+        for name in ("cold_ms", "warm_ms", "restart_ms"):
             figures.append((f"TTFT {name[:-3]} ms, {count} tools",
                             lambda c, m, n=count, k=name: _stats(_find(m["ttft"], "tools", n), k)))
     for length in contexts:

@@ -8,7 +8,9 @@
 * **TTFT** for agent prompts: the device world's system prompt, its first ``tools`` tools and a
   user request, rendered in the Qwen3.5 format. *Cold*: context and prefix cache cleared, the
   whole prompt prefilled. *Warm*: the tools prefix was saved by an earlier turn with another
-  request, so only the request is prefilled (the runtime's prefix cache);
+  request, so only the request is prefilled (the runtime's prefix cache). *Restart*: the first
+  turn of a new process, the memory cache empty and the prefix state read from the disk tier
+  (``--prefix-cache-dir`` of ``chat`` and ``serve``), the file in the OS page cache;
 * **throughput** at each context length: that many prompt tokens prefilled from a clean
   context, then ``decode_tokens`` greedy tokens (an end-of-turn token does not stop them);
   energy is read around the shortest context's runs when RAPL is readable;
@@ -30,6 +32,7 @@ Example (what ``botpsy bench`` runs for each file)::
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -42,6 +45,7 @@ from botpsy.bench.roofline import bytes_per_token, roofline
 from botpsy.runtime.backend import BackendError, BackendOptions, SamplingConfig
 from botpsy.runtime.generate import GenerateConfig, chat_prompt, generate
 from botpsy.runtime.llama_backend import LlamaBackend
+from botpsy.runtime.prefix_cache import DiskPrefixStore, PrefixCache
 
 REQUESTS = ["Set an alarm for 7:30 tomorrow called gym.", "Send Alice a message saying I'll be late.",
             "What is on my calendar today?", "Turn off Wi-Fi and lower the brightness to 40 percent."]
@@ -169,7 +173,39 @@ def measure_ttft(backend: LlamaBackend, tool_count: int, settings: Settings) -> 
     record = {"tools": tool_count, "prompt_tokens": prompt_tokens, "prefix_tokens": len(backend.tokenize(prefix)),
               "cold_ms": summarize(cold_ms), "warm_ms": summarize(warm_ms), "warm_over_cold": 0.0,  # see finish_entry
               "warm_cache_hits": sum(hits[settings.warmup:])}
-    return record
+    return {**record, **measure_restart(backend, (prompt, other, prefix), tools, config, settings)}
+
+
+def measure_restart(backend: LlamaBackend, prompts: tuple[str, str, str], tools: list[dict],
+                    config: GenerateConfig, settings: Settings) -> dict[str, Any]:
+    """TTFT of a new process's first turn: memory cache empty, the tools prefix read from disk.
+
+    ``prompts`` is (the measured prompt, another request's prompt, the prefix). The other
+    request's turn writes the state to a temporary folder; each run then empties the memory
+    cache and restores from the file, as ``botpsy chat`` does after a restart.
+    """
+    prompt, other, prefix = prompts
+    kept = backend.prefix_cache
+    hits: list[bool] = []
+    with tempfile.TemporaryDirectory(prefix="botpsy-bench-states-") as folder:
+        backend.prefix_cache = PrefixCache(256 << 20, disk=DiskPrefixStore(folder, backend.state_namespace()))
+        try:
+            backend.reset()
+            generate(backend, other, config, tools=tools, cache_prefix=prefix)  # writes the state file
+
+            def restarted() -> float:
+                backend.reset(clear_prefix_cache=True)  # memory only: the file stays
+                result = generate(backend, prompt, config, tools=tools, cache_prefix=prefix)
+                hits.append(result.cache_hit)
+                return result.ttft_ms
+
+            restart_ms = repeat(restarted, settings.reps, settings.warmup)
+            state_bytes = backend.prefix_cache.stats().disk_bytes
+        finally:
+            backend.prefix_cache = kept
+            backend.reset(clear_prefix_cache=True)
+    return {"restart_ms": summarize(restart_ms), "restart_cache_hits": sum(hits[settings.warmup:]),
+            "state_file_bytes": state_bytes}
 
 
 def filler_ids(backend: LlamaBackend, count: int) -> list[int]:

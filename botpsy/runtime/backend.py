@@ -88,6 +88,10 @@ class BackendOptions:
     n_batch: int = field(default=512, metadata={"help": "Prompt tokens evaluated per batch during prefill."})
     prefix_cache_mb: int = field(
         default=256, metadata={"help": "Memory for saved prompt-prefix states (the tools block), LRU; 0 disables."})
+    prefix_cache_dir: str = field(default="", metadata={
+        "help": "Also keep saved prefix states in this folder, so a restarted process skips the tools prefill "
+                "(empty: memory only)."})
+    prefix_cache_disk_mb: int = field(default=1024, metadata={"help": "Most disk space for saved prefix states."})
 
 
 @dataclass

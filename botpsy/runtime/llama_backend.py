@@ -13,7 +13,9 @@ state handling use the C API directly, because the generation loop needs three t
   (continue in place: a restart after a thinking-budget or loop-recovery injection); it starts
   with a prefix whose full context state was saved (restore it from the ``PrefixCache``,
   evaluate the rest); or neither (clear, evaluate the prefix, save the state there, evaluate
-  the rest). An attention-only model (the Qwen2 student and bases) can also cut its KV cache
+  the rest). With ``BackendOptions.prefix_cache_dir`` saved states also go to disk, in a
+  folder named by ``state_namespace``, so a new process on the same files starts warm; a state
+  llama.cpp will not take back is dropped and the prefix evaluated instead. An attention-only model (the Qwen2 student and bases) can also cut its KV cache
   back to the longest prefix it shares with the new prompt, as llama-server does, which keeps
   a conversation's earlier turns even where re-rendering one changed a later token (a base
   model's free-form call, re-rendered by its template, differs from what it wrote);
@@ -34,6 +36,7 @@ Example::
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -55,7 +58,7 @@ from botpsy.runtime.backend import (
     Utf8Decoder,
 )
 from botpsy.runtime.memory import MemoryEstimate, check_model_fits
-from botpsy.runtime.prefix_cache import PrefixCache
+from botpsy.runtime.prefix_cache import DiskPrefixStore, PrefixCache
 
 
 def has_ftype(ftype_name: str) -> bool:
@@ -192,10 +195,35 @@ class LlamaBackend(Backend):
         self._one = (llama_cpp.llama_token * 1)()  # reused for the one-token decode of every step
         self._evaluated: list[int] = []  # the token ids whose state the context holds, in order
         self._logits_fresh = False  # the context's logits belong to the last evaluated token
-        self.prefix_cache = PrefixCache(self.options.prefix_cache_mb << 20) if self.options.prefix_cache_mb else None
+        self.prefix_cache = self._new_prefix_cache()
         model = self._llm.model
         # Recurrent or hybrid layers keep a state that cannot be cut back to an earlier position.
         self.truncatable = not (llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
+
+    def _new_prefix_cache(self) -> PrefixCache | None:
+        options = self.options
+        if not options.prefix_cache_mb:
+            return None
+        disk = None
+        if options.prefix_cache_dir:
+            disk = DiskPrefixStore(options.prefix_cache_dir, self.state_namespace(), options.prefix_cache_disk_mb << 20)
+        return PrefixCache(options.prefix_cache_mb << 20, disk=disk)
+
+    def state_namespace(self) -> str:
+        """A folder name for this model's saved states: a hash of what a state depends on.
+
+        The llama.cpp build, every file loaded (path, size, modification time: a rebuilt file is
+        another model), the context and batch sizes. States from any other combination are never
+        offered to this context.
+        """
+        files = [self.adapter.base, self.path] if self.adapter is not None else [self.path]
+        parts = [llama_cpp.__version__, f"n_ctx={self.options.n_ctx}", f"n_batch={self.options.n_batch}"]
+        for file in files:
+            stat = Path(file).stat()
+            parts.append(f"{Path(file).resolve()}:{stat.st_size}:{stat.st_mtime_ns}")
+        digest = hashlib.blake2b("\n".join(parts).encode("utf-8"), digest_size=8).hexdigest()
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.path.stem[:40]).lstrip(".")
+        return f"{name or 'model'}-{digest}"
 
     def chat_template(self) -> str:
         if self.adapter is not None and self.adapter.chat_template:
@@ -286,10 +314,11 @@ class LlamaBackend(Backend):
         # The context cannot be rolled back (recurrent layers): start from a clean or saved state.
         self._clear()
         state = self.prefix_cache.get(prefix) if prefix else None
-        if state is not None:
-            self._restore(state, prefix)
+        if state is not None and self._restore(state, prefix):
             info.cache_hit, info.reused_tokens = True, len(prefix)
         elif prefix:
+            if state is not None:  # not taken back (a file from a damaged or changed build): start over
+                self.prefix_cache.discard(prefix)
             self._decode(prefix)
             self.prefix_cache.put(prefix, self._save())
         self._decode(ids[len(prefix):])
@@ -369,14 +398,16 @@ class LlamaBackend(Backend):
         written = llama_cpp.llama_state_get_data(self._ctx, buf, size)
         return ctypes.string_at(buf, written)
 
-    def _restore(self, state: bytes, ids: list[int]) -> None:
+    def _restore(self, state: bytes, ids: list[int]) -> bool:
+        """Put a saved state back; False (context cleared) if llama.cpp does not take it."""
         # llama.cpp only reads the buffer, so it can point straight into the immutable bytes.
         pointer = ctypes.cast(ctypes.c_char_p(state), ctypes.POINTER(ctypes.c_uint8))
         if llama_cpp.llama_state_set_data(self._ctx, pointer, len(state)) != len(state):
             self._clear()
-            raise BackendError("llama.cpp rejected a saved prefix state")
+            return False
         self._evaluated = list(ids)
         self._logits_fresh = False  # whether the saved logits come back is not relied upon
+        return True
 
     def time_prefill_decode(self, prompt_ids: Sequence[int], decode_tokens: int,
                             between: Callable[[], None] | None = None) -> tuple[float, float]:

@@ -11,20 +11,32 @@ layers keep a recurrent state that cannot be rolled back to an earlier position:
 way back to the prefix boundary is a copy taken there. Entries are keyed by a hash of the
 prefix ids, so one entry is kept per tool set (and per system prompt).
 
+A ``DiskPrefixStore`` behind the memory cache keeps each saved state in a file as well, so
+a new process on the same model file (``botpsy chat`` started again, a restarted server)
+restores the tools prefix from disk instead of prefilling it: on a phone the first turn
+after a restart then costs the request's tokens, not the whole tools block. Files live in
+one folder per model identity (``LlamaBackend.state_namespace``: the llama.cpp build, the
+model and adapter files, the context size), carry a checksum, are written atomically and
+are evicted oldest-first under a byte cap. A damaged or foreign file is deleted and counted
+(``CacheStats.disk_errors``), never restored, and a disk that cannot be written only costs
+the speed-up: the cache is an optimisation, so its failures fall back to prefilling.
+
 Example::
 
-    cache = PrefixCache(max_bytes=256 << 20)
-    state = cache.get(prefix_ids)            # None on a miss
-    cache.put(prefix_ids, saved_state_bytes)
+    cache = PrefixCache(max_bytes=256 << 20, disk=DiskPrefixStore("~/.cache/botpsy/prefix-states", namespace))
+    state = cache.get(prefix_ids)            # None on a miss (memory first, then disk)
+    cache.put(prefix_ids, saved_state_bytes)  # kept in memory and written to disk
     prefix = cacheable_prefix(messages, tools)   # the text whose state is worth keeping
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from botpsy.chat.template import IM_END, IM_START, content_text, render_tools_system
@@ -37,21 +49,157 @@ def prefix_key(ids: Sequence[int]) -> str:
 
 @dataclass
 class CacheStats:
-    hits: int = 0
+    hits: int = 0  # memory and disk hits together
     misses: int = 0
     evictions: int = 0
     entries: int = 0
     bytes: int = 0
+    disk_hits: int = 0  # states read back from disk (a new process, or evicted from memory)
+    disk_errors: int = 0  # damaged files deleted, writes that failed
+    disk_entries: int = 0
+    disk_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-class PrefixCache:
-    """LRU map: prefix token ids -> saved state bytes, holding at most ``max_bytes`` in all."""
+STATE_MAGIC = b"botpsy-prefix-state\x01"  # the file format; a new version is a new magic
+_DIGEST = 16
 
-    def __init__(self, max_bytes: int = 256 << 20) -> None:
+
+class DiskPrefixStore:
+    """Saved prefix states as files ``folder/namespace/<key>.state``, oldest evicted past ``max_bytes``.
+
+    A file is the magic, a blake2b digest of the state and the state. ``namespace`` names the
+    model the states belong to (a state restored into another model or context size would be
+    wrong, or rejected); callers build it from everything the state depends on.
+    """
+
+    def __init__(self, folder: str | Path, namespace: str, max_bytes: int = 1 << 30) -> None:
+        if not namespace or "/" in namespace or namespace.startswith("."):
+            raise ValueError(f"a prefix-state namespace must be a plain folder name, got {namespace!r}")
+        self.folder = Path(folder).expanduser() / namespace
         self.max_bytes = max_bytes
+        self.hits = self.errors = 0
+
+    def _path(self, ids: Sequence[int]) -> Path:
+        return self.folder / f"{prefix_key(ids)}.state"
+
+    def read(self, ids: Sequence[int]) -> bytes | None:
+        """The state saved for ``ids``, or None (absent, unreadable or damaged: a damaged file is deleted)."""
+        path = self._path(ids)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError:
+            self.errors += 1
+            return None
+        head = len(STATE_MAGIC) + _DIGEST
+        state = data[head:]
+        if not data.startswith(STATE_MAGIC) or data[len(STATE_MAGIC):head] != _digest(state) or not state:
+            self.errors += 1
+            self.discard(ids)
+            return None
+        try:
+            os.utime(path)  # the eviction order is the order of last use
+        except OSError:
+            pass
+        self.hits += 1
+        return state
+
+    def write(self, ids: Sequence[int], state: bytes) -> bool:
+        """Save ``state`` atomically (a reader never sees half a file); False if it cannot be written."""
+        size = len(STATE_MAGIC) + _DIGEST + len(state)
+        if size > self.max_bytes:
+            return False
+        path = self._path(ids)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as handle:
+                handle.write(STATE_MAGIC + _digest(state) + state)
+            os.replace(tmp, path)
+        except OSError:
+            self.errors += 1  # one failure, whatever the clean-up below finds
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+            return False
+        self._evict(keep=path)
+        return True
+
+    def discard(self, ids: Sequence[int]) -> None:
+        self._remove(self._path(ids))
+
+    def clear(self) -> None:
+        for path, _, _ in self._files():
+            self._remove(path)
+
+    def _remove(self, path: Path) -> None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            self.errors += 1
+
+    def _files(self) -> list[tuple[Path, int, int]]:
+        """(path, size, mtime_ns) of every state file, oldest use first."""
+        files = []
+        for path in self.folder.glob("*.state") if self.folder.is_dir() else ():
+            try:
+                stat = path.stat()
+            except OSError:  # removed by another process meanwhile
+                continue
+            files.append((path, stat.st_size, stat.st_mtime_ns))
+        return sorted(files, key=lambda item: item[2])
+
+    def _evict(self, keep: Path) -> None:
+        files = self._files()
+        total = sum(size for _, size, _ in files)
+        for path, size, _ in files:
+            if total <= self.max_bytes:
+                break
+            if path != keep:
+                self._remove(path)
+                total -= size
+
+    def usage(self) -> tuple[int, int]:
+        """(files, bytes) on disk now."""
+        files = self._files()
+        return len(files), sum(size for _, size, _ in files)
+
+
+PREFIX_STATES_ENV = "BOTPSY_PREFIX_STATES"
+PREFIX_DIR_HELP = ("Keep saved prefix states (the tools block, evaluated) on disk here too, so a restart skips "
+                   "prefilling them ('auto': $BOTPSY_PREFIX_STATES or ~/.cache/botpsy/prefix-states; 'off': memory only).")
+
+
+def prefix_state_dir(setting: str) -> str:
+    """The folder a ``--prefix-cache-dir`` setting names; empty for memory only.
+
+    >>> prefix_state_dir("off"), prefix_state_dir("/tmp/states")
+    ('', '/tmp/states')
+    """
+    if setting == "auto":
+        setting = os.environ.get(PREFIX_STATES_ENV) or str(Path.home() / ".cache" / "botpsy" / "prefix-states")
+    return "" if setting in ("", "off") else setting
+
+
+def _digest(state: bytes) -> bytes:
+    return hashlib.blake2b(state, digest_size=_DIGEST).digest()
+
+
+class PrefixCache:
+    """LRU map: prefix token ids -> saved state bytes, holding at most ``max_bytes`` in all.
+
+    With ``disk``, every state put is also written there, and a memory miss is looked up on
+    disk (and kept in memory when found).
+    """
+
+    def __init__(self, max_bytes: int = 256 << 20, disk: DiskPrefixStore | None = None) -> None:
+        self.max_bytes = max_bytes
+        self.disk = disk
         self._entries: OrderedDict[str, bytes] = OrderedDict()
         self._bytes = 0
         self._hits = self._misses = self._evictions = 0
@@ -59,18 +207,36 @@ class PrefixCache:
     def get(self, ids: Sequence[int]) -> bytes | None:
         key = prefix_key(ids)
         state = self._entries.get(key)
+        if state is None and self.disk is not None:
+            state = self.disk.read(ids)
+            if state is not None:
+                self._keep(key, state)
         if state is None:
             self._misses += 1
             return None
-        self._entries.move_to_end(key)
+        if key in self._entries:  # a state read from disk that is too large for memory is not kept
+            self._entries.move_to_end(key)
         self._hits += 1
         return state
 
     def put(self, ids: Sequence[int], state: bytes) -> bool:
-        """Store ``state``; evict the least recently used entries to make room. False if it cannot fit."""
+        """Store ``state`` (and write it to disk); evict the least recently used entries to make
+        room in memory. False if it cannot fit in memory."""
+        if self.disk is not None:
+            self.disk.write(ids, state)
+        return self._keep(prefix_key(ids), state)
+
+    def discard(self, ids: Sequence[int]) -> None:
+        """Forget the state for ``ids`` in memory and on disk (one the backend could not restore)."""
+        old = self._entries.pop(prefix_key(ids), None)
+        if old is not None:
+            self._bytes -= len(old)
+        if self.disk is not None:
+            self.disk.discard(ids)
+
+    def _keep(self, key: str, state: bytes) -> bool:
         if len(state) > self.max_bytes:
             return False
-        key = prefix_key(ids)
         old = self._entries.pop(key, None)
         if old is not None:
             self._bytes -= len(old)
@@ -88,12 +254,19 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def clear(self) -> None:
+    def clear(self, disk: bool = False) -> None:
+        """Empty the memory; the files on disk stay unless ``disk`` (they are what a restart reads)."""
         self._entries.clear()
         self._bytes = 0
+        if disk and self.disk is not None:
+            self.disk.clear()
 
     def stats(self) -> CacheStats:
-        return CacheStats(self._hits, self._misses, self._evictions, len(self._entries), self._bytes)
+        stats = CacheStats(self._hits, self._misses, self._evictions, len(self._entries), self._bytes)
+        if self.disk is not None:
+            stats.disk_hits, stats.disk_errors = self.disk.hits, self.disk.errors
+            stats.disk_entries, stats.disk_bytes = self.disk.usage()
+        return stats
 
 
 def cacheable_prefix(messages: list[dict], tools: list[dict] | None = None) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from botpsy.config import ConfigError
 from botpsy.runtime.backend import BackendOptions, ModelLoadError, SamplingConfig
+from botpsy.runtime.prefix_cache import PREFIX_DIR_HELP, prefix_state_dir
 from botpsy.runtime.generate import LOOP_POLICIES
 from botpsy.serve.app import ServerState, create_app
 from botpsy.serve.assistant import AssistantSettings
@@ -54,6 +55,7 @@ class ServeConfig:
     port: int = field(default=8080, metadata={"help": "Port to listen on."})
     model_name: str = field(default="", metadata={"help": "Model id in /v1/models and responses (default: the file name)."})
     threads: int = field(default=0, metadata={"help": "CPU threads (0 = all physical cores)."})
+    prefix_cache_dir: str = field(default="auto", metadata={"help": PREFIX_DIR_HELP})
     n_ctx: int = field(default=16384, metadata={"help": "Context size in tokens (all 60 device tools take several thousand)."})
     max_tokens: int = field(default=1024, metadata={"help": "Tokens per turn when a request does not say."})
     max_tokens_limit: int = field(default=8192, metadata={"help": "Largest max_tokens a request may ask for."})
@@ -99,7 +101,9 @@ def main(config: ServeConfig) -> int:
     from botpsy.agent.backends import open_backend
 
     try:
-        backend = open_backend(config.model, BackendOptions(threads=config.threads, n_ctx=config.n_ctx))
+        options = BackendOptions(threads=config.threads, n_ctx=config.n_ctx,
+                                 prefix_cache_dir=prefix_state_dir(config.prefix_cache_dir))
+        backend = open_backend(config.model, options)
     except ModelLoadError as exc:
         print(f"botpsy serve: {exc}", file=sys.stderr)
         return 2

@@ -76,6 +76,8 @@ def test_every_model_has_each_measurement(quick_card):
         for ttft in measured:
             assert ttft["prompt_tokens"] > ttft["prefix_tokens"] > 0
             assert ttft["warm_cache_hits"] == 1  # the warm turn restored the saved tools prefix
+            # a new process's first turn read the state file the disk tier wrote
+            assert ttft["restart_cache_hits"] == 1 and ttft["state_file_bytes"] > 0 and ttft["restart_ms"]["n"] == 1
         for ttft in model["ttft"]:  # the test tokenizer's 512-token vocabulary makes long prompts
             assert "skipped" not in ttft or "n_ctx is 4096" in ttft["skipped"]
         assert [t["context_tokens"] for t in model["throughput"]] == [256]

@@ -158,3 +158,39 @@ def test_extra_buffer_types_follow_the_build_and_the_override(runtime_ggufs, mon
     llm.eval(ids)  # a decode through the plain Llama API works with them off
     assert llm.n_tokens == len(ids)
     llm.close()
+
+
+def test_a_restarted_backend_restores_the_prefix_from_disk(runtime_ggufs, tmp_path):
+    """The disk tier on the real part: a second backend process-alike on the same file starts warm
+    with the same tokens as a cold run; another context size is another namespace; a state that
+    llama.cpp will not take back (here: a valid file around half a state) is dropped and prefilled."""
+    from botpsy.runtime.llama_backend import LlamaBackend
+    from botpsy.runtime.prefix_cache import DiskPrefixStore
+
+    options = BackendOptions(threads=1, n_ctx=1024, prefix_cache_mb=64, prefix_cache_dir=str(tmp_path))
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Set an alarm for 7:30."}]
+    with LlamaBackend(runtime_ggufs["q8_0"], options) as first:
+        prompt, prefix = chat_prompt(messages, TOOLS)
+        prefix_ids = first.tokenize(prefix)
+        ids = prefix_ids + first.tokenize(prompt[len(prefix):])
+        cold = ids_of(first.stream(ids, GREEDY, 16))
+        saved = first.stream(ids, GREEDY, 16, prefix_tokens=len(prefix_ids))
+        assert ids_of(saved) == cold and not saved.info.cache_hit
+        namespace = first.state_namespace()
+    assert [p.name for p in tmp_path.iterdir()] == [namespace]
+    with LlamaBackend(runtime_ggufs["q8_0"], options) as restarted:
+        assert restarted.state_namespace() == namespace
+        warm = restarted.stream(ids, GREEDY, 16, prefix_tokens=len(prefix_ids))
+        assert ids_of(warm) == cold and warm.info.cache_hit and warm.info.reused_tokens == len(prefix_ids)
+        stats = restarted.prefix_cache.stats()
+        assert (stats.disk_hits, stats.disk_entries, stats.disk_errors) == (1, 1, 0)
+        state = restarted.prefix_cache.get(prefix_ids)
+    store = DiskPrefixStore(tmp_path, namespace)
+    store.write(prefix_ids, state[: len(state) // 2])  # checksummed, but not a whole state
+    with LlamaBackend(runtime_ggufs["q8_0"], options) as damaged:
+        stream = damaged.stream(ids, GREEDY, 16, prefix_tokens=len(prefix_ids))
+        assert ids_of(stream) == cold and not stream.info.cache_hit
+    assert DiskPrefixStore(tmp_path, namespace).read(prefix_ids) == state  # replaced by a good state
+    smaller = BackendOptions(threads=1, n_ctx=512, prefix_cache_mb=64, prefix_cache_dir=str(tmp_path))
+    with LlamaBackend(runtime_ggufs["q8_0"], smaller) as other:
+        assert other.state_namespace() != namespace

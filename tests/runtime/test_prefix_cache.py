@@ -1,12 +1,27 @@
-"""The prefix cache: LRU under a byte cap, stable keys, and the prefix every rendered turn shares.
+"""The prefix cache: LRU under a byte cap, stable keys, the prefix every rendered turn shares, and
+the disk tier (restart, damage, eviction, unwritable folders).
 
 The llama.cpp restore-equals-cold check on a hybrid GGUF is in ``test_backend_llama.py``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import time
+
+import pytest
+
 from botpsy.chat.template import render
-from botpsy.runtime.prefix_cache import PrefixCache, cacheable_prefix, prefix_key
+from botpsy.runtime.prefix_cache import (
+    PREFIX_STATES_ENV,
+    STATE_MAGIC,
+    DiskPrefixStore,
+    PrefixCache,
+    cacheable_prefix,
+    prefix_key,
+    prefix_state_dir,
+)
 
 TOOLS = [{"type": "function", "function": {"name": "set_alarm", "description": "Set an alarm.",
                                            "parameters": {"type": "object", "properties": {}}}}]
@@ -57,3 +72,88 @@ def test_cacheable_prefix_is_the_start_of_every_turn():
         assert prefix.endswith("<|im_end|>\n") and ("<tools>" in prefix) == bool(tools)
     assert cacheable_prefix([{"role": "user", "content": "hi"}]) == ""
     assert cacheable_prefix([{"role": "user", "content": "hi"}], TOOLS).startswith("<|im_start|>system\n# Tools")
+
+
+# -- the disk tier -------------------------------------------------------------------------------
+
+
+def test_a_new_cache_on_the_same_folder_reads_the_state_back(tmp_path):
+    first = PrefixCache(max_bytes=100, disk=DiskPrefixStore(tmp_path, "model-a"))
+    first.put([1, 2, 3], b"state")
+    restarted = PrefixCache(max_bytes=100, disk=DiskPrefixStore(tmp_path, "model-a"))
+    assert [1, 2, 3] not in restarted  # not in memory yet
+    assert restarted.get([1, 2, 3]) == b"state" and [1, 2, 3] in restarted
+    assert restarted.get([1, 2, 3]) == b"state"  # the second time from memory
+    stats = restarted.stats()
+    assert (stats.hits, stats.disk_hits, stats.misses, stats.disk_entries, stats.disk_errors) == (2, 1, 0, 1, 0)
+    other_model = PrefixCache(max_bytes=100, disk=DiskPrefixStore(tmp_path, "model-b"))
+    assert other_model.get([1, 2, 3]) is None and other_model.stats().misses == 1
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "foreign file", "empty state"])
+def test_a_damaged_file_is_deleted_and_never_returned(tmp_path, damage):
+    store = DiskPrefixStore(tmp_path, "m")
+    assert store.write([7], b"0123456789")
+    path = next((tmp_path / "m").glob("*.state"))
+    data = path.read_bytes()
+    if damage == "flipped byte":
+        data = data[:-1] + bytes([data[-1] ^ 1])
+    elif damage == "truncated":
+        data = data[:-3]
+    elif damage == "foreign file":
+        data = b"GGUF" + data[4:]
+    else:
+        data = STATE_MAGIC + hashlib.blake2b(b"", digest_size=16).digest()
+    path.write_bytes(data)
+    cache = PrefixCache(max_bytes=100, disk=store)
+    assert cache.get([7]) is None and not path.exists()
+    assert cache.stats().disk_errors == 1
+    cache.put([7], b"again")  # the slot works again
+    assert PrefixCache(disk=DiskPrefixStore(tmp_path, "m")).get([7]) == b"again"
+
+
+def test_files_past_the_cap_go_oldest_use_first(tmp_path):
+    state = b"x" * 100
+    size = len(STATE_MAGIC) + 16 + len(state)
+    store = DiskPrefixStore(tmp_path, "m", max_bytes=2 * size)
+    now = time.time()
+    for ids, age in (([1], 300), ([2], 200)):
+        store.write(ids, state)
+        path = next(p for p in (tmp_path / "m").glob("*.state") if p.stat().st_mtime > now - 100)
+        os.utime(path, (now - age, now - age))
+    assert store.read([1]) == state  # [1] is now the most recently used
+    store.write([3], state)
+    assert store.usage() == (2, 2 * size)
+    assert store.read([2]) is None and store.read([1]) == state and store.read([3]) == state
+    assert not store.write([4], b"y" * (2 * size))  # larger than the whole cap: not written
+    assert store.usage()[0] == 2
+
+
+def test_an_unwritable_folder_costs_only_the_speed_up(tmp_path):
+    (tmp_path / "m").write_text("a file where the folder should be")
+    cache = PrefixCache(max_bytes=100, disk=DiskPrefixStore(tmp_path, "m"))
+    assert cache.put([1], b"state") and cache.get([1]) == b"state"  # memory still works
+    assert cache.stats().disk_errors == 1 and not list(tmp_path.glob("m/*"))
+
+
+def test_clear_keeps_the_disk_unless_asked_and_discard_removes_both(tmp_path):
+    cache = PrefixCache(max_bytes=100, disk=DiskPrefixStore(tmp_path, "m"))
+    cache.put([1], b"a")
+    cache.put([2], b"b")
+    cache.clear()
+    assert len(cache) == 0 and cache.stats().disk_entries == 2
+    cache.discard([1])
+    assert cache.get([1]) is None and cache.get([2]) == b"b"
+    cache.clear(disk=True)
+    assert cache.stats().disk_entries == 0 and len(cache) == 0
+
+
+def test_namespaces_and_folder_settings(tmp_path, monkeypatch):
+    for bad in ("", "a/b", ".hidden"):
+        with pytest.raises(ValueError, match="plain folder name"):
+            DiskPrefixStore(tmp_path, bad)
+    monkeypatch.setenv(PREFIX_STATES_ENV, str(tmp_path / "states"))
+    assert prefix_state_dir("auto") == str(tmp_path / "states")
+    monkeypatch.delenv(PREFIX_STATES_ENV)
+    assert prefix_state_dir("auto").endswith(os.path.join(".cache", "botpsy", "prefix-states"))
+    assert prefix_state_dir("off") == prefix_state_dir("") == ""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
@@ -211,6 +212,28 @@ class ChatSession:
         self.history: list[Step] = []  # every step this session, across /reset
         agent.on_event = display.event
         agent.confirm = self.confirm
+        self.prepared: dict[str, Any] | None = None  # how the tools prefix was made ready (Agent.prepare)
+        self._preparing: threading.Thread | None = None
+
+    def prepare_in_background(self) -> None:
+        """Evaluate (or read back from disk) the tools prefix while the person types the first request.
+
+        Only this thread touches the model until ``ask`` or the end of the session joins it; a
+        failure here only means the first turn prefills the tools itself.
+        """
+        def work() -> None:
+            try:
+                self.prepared = self.agent.prepare()
+            except Exception as exc:  # noqa: BLE001 - any failure falls back to prefilling in the turn
+                self.prepared = {"source": "failed", "error": str(exc)}
+
+        self._preparing = threading.Thread(target=work, name="botpsy-prepare", daemon=True)
+        self._preparing.start()
+
+    def wait_prepared(self) -> None:
+        if self._preparing is not None:
+            self._preparing.join()
+            self._preparing = None
 
     def confirm(self, call: ToolCall) -> bool:
         self.display.line(self.display.style.warn(f"{call.name} is a sensitive action: "
@@ -218,6 +241,7 @@ class ChatSession:
         return ask_user("allow it? [y/N] ", self.read)
 
     def ask(self, request: str) -> None:
+        self.wait_prepared()
         for step in self.agent.run(request):
             self.history.append(step)
             self.display.step(step)
@@ -240,11 +264,19 @@ class ChatSession:
             show("conversation cleared; the device keeps its state")
         elif name == "stats":
             show(stats_text(self.history))
+            if self.prepared and self.prepared.get("source") != "none":
+                show(prepared_text(self.prepared))
         else:
             show(HELP)
         return True
 
     def loop(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self.wait_prepared()  # the model is closed after this; the thread must be done with it
+
+    def _loop(self) -> None:
         while True:
             try:
                 line = self.read("you> ").strip()
@@ -284,6 +316,14 @@ def state_text(world: World) -> str:
     if pending:
         text += "\npending confirmations: " + ", ".join(p["name"] for p in pending)
     return text
+
+
+def prepared_text(prepared: dict[str, Any]) -> str:
+    """One line on how the tools prefix was made ready before the first request."""
+    if prepared.get("source") == "failed":
+        return f"tools prefix: not prepared ({prepared.get('error', '')}); the first turn prefilled it"
+    how = {"memory": "already in memory", "disk": "read back from disk", "prefilled": "prefilled"}[prepared["source"]]
+    return f"tools prefix: {prepared['tokens']} tokens, {how} in {prepared['ms']:.0f} ms before the first request"
 
 
 def stats_text(steps: list[Step]) -> str:
@@ -365,7 +405,9 @@ def main(config: ChatConfig) -> int:
             import readline  # noqa: F401  (line editing and history for input())
         except ImportError:
             pass
-        ChatSession(agent, Display(sys.stdout, style, config.think)).loop()
+        session = ChatSession(agent, Display(sys.stdout, style, config.think))
+        session.prepare_in_background()
+        session.loop()
         return 0
     finally:
         world.close()

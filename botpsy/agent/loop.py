@@ -159,14 +159,18 @@ class PromptRenderer:
     def prompt(self, messages: list[dict], tools: list[dict], enable_thinking: bool) -> tuple[str, str]:
         """(prompt, cache_prefix), equal to ``chat_prompt(model_view(messages), tools, enable_thinking)``."""
         view = model_view(messages)
+        prefix = self.prefix(view, tools)
+        rest = view[1:] if view and view[0].get("role") == "system" else view
+        return prefix + render(rest, None, add_generation_prompt=True, enable_thinking=enable_thinking), prefix
+
+    def prefix(self, view: list[dict], tools: list[dict]) -> str:
+        """The system turn every prompt of this conversation opens with (``cacheable_prefix``)."""
         has_system = bool(view) and view[0].get("role") == "system"
         system = content_text(view[0].get("content")).strip() if has_system else ""
         if tools is not self._tools or system != self._system:
             self._tools, self._system = tools, system
             self._prefix = cacheable_prefix(view[:1] if has_system else [], tools)
-        rest = view[1:] if has_system else view
-        return self._prefix + render(rest, None, add_generation_prompt=True, enable_thinking=enable_thinking), \
-            self._prefix
+        return self._prefix
 
 
 # ---- one model turn ------------------------------------------------------------------------
@@ -394,6 +398,13 @@ class Agent:
         """Forget the conversation (the device's state is kept)."""
         self.messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         self.steps = []
+
+    def prepare(self) -> dict[str, Any]:
+        """Get the system turn (tools and system prompt) evaluated before the first request, so its
+        prefill is not part of that request's wait (``Backend.prepare_prefix``)."""
+        if self.config.generation.chat_format == "native" or not self.backend.supports_prefix_cache:
+            return {"tokens": 0, "source": "none", "ms": 0.0}
+        return self.backend.prepare_prefix(self.renderer.prefix(model_view(self.messages), self.tools))
 
     def run(self, request: str) -> Iterator[Step]:
         self.messages.append({"role": "user", "content": request})

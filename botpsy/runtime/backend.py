@@ -187,6 +187,11 @@ class Backend(ABC):
                 prefix_tokens: int, info: StreamInfo) -> Iterator[TokenOut]:
         """Yield tokens; fill ``info`` before the first one and set ``info.finish_reason`` at the end."""
 
+    def prepare_prefix(self, prefix: str) -> dict[str, Any]:
+        """Have the state after ``prefix`` ready before a turn needs it (a prefix-cache backend
+        evaluates or restores it now). Returns {tokens, source, ms}; source is "none" here."""
+        return {"tokens": 0, "source": "none", "ms": 0.0}
+
     def token_table(self):
         """Every token's text (``botpsy.chat.constrain.TokenTable``), built once; constraint backends only."""
         raise NotImplementedError(f"the {self.name} backend has no token table")

@@ -323,6 +323,28 @@ class LlamaBackend(Backend):
             self.prefix_cache.put(prefix, self._save())
         self._decode(ids[len(prefix):])
 
+    def prepare_prefix(self, prefix: str) -> dict[str, Any]:
+        """Evaluate ``prefix`` now, or find its saved state, so the first turn that opens with it
+        does not wait for it (``botpsy chat`` runs this while the person types; ``serve`` at start).
+
+        source: "memory" (already saved), "disk" (read back from the disk tier), "prefilled"
+        (evaluated now and saved), or "none" (no prefix cache, empty prefix).
+        """
+        start = time.perf_counter()
+        ids = self.tokenize(prefix) if prefix and self.prefix_cache is not None else []
+        if not ids:
+            return {"tokens": 0, "source": "none", "ms": 0.0}
+        if ids in self.prefix_cache:
+            source = "memory"
+        elif self.prefix_cache.get(ids) is not None:
+            source = "disk"
+        else:
+            self._clear()
+            self._decode(ids)
+            self.prefix_cache.put(ids, self._save())
+            source = "prefilled"
+        return {"tokens": len(ids), "source": source, "ms": round((time.perf_counter() - start) * 1000, 1)}
+
     def _sampler(self, sampling: SamplingConfig, history: Sequence[int]):
         chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
         add = lambda sampler: llama_cpp.llama_sampler_chain_add(chain, sampler)  # noqa: E731
@@ -437,7 +459,10 @@ class LlamaBackend(Backend):
         return prefill_s, decode_s
 
     def reset(self, clear_prefix_cache: bool = False) -> None:
-        """Forget the evaluated context (the next prompt is prefilled from scratch or a saved prefix)."""
+        """Forget the evaluated context (the next prompt is prefilled from scratch or a saved prefix).
+
+        ``clear_prefix_cache`` empties the memory cache; saved files on disk stay (what a restart reads).
+        """
         self._clear()
         if clear_prefix_cache and self.prefix_cache is not None:
             self.prefix_cache.clear()

@@ -116,6 +116,16 @@ def conversation(request: ChatRequest, host: Any) -> list[dict]:
     return messages
 
 
+def prepare(backend: Any, host: Any) -> dict[str, Any]:
+    """Evaluate the device's system turn (system prompt and every tool) before the first request, or
+    read it back from the disk tier, so the first client does not wait for it (``Backend.prepare_prefix``)."""
+    from botpsy.runtime.prefix_cache import cacheable_prefix
+    from botpsy.world.phrasing import system_prompt
+
+    system = {"role": "system", "content": system_prompt(host.now, host.owner, host.city)}
+    return backend.prepare_prefix(cacheable_prefix([system], host.tool_specs()))
+
+
 def assistant_job(request: ChatRequest, settings: AssistantSettings, options: TurnOptions, host: Any,
                   confirmations: Confirmations) -> Callable[[Emit, SlotBackend], None]:
     """The work of one assistant-mode request, to run in a worker thread."""

@@ -112,6 +112,13 @@ def main(config: ServeConfig) -> int:
         state = build_state(config, backend)
         if config.constrain_calls and backend.supports_constraint:
             backend.token_table().call_free_ids  # build the call masks' token table now, not on the first request
+        if state.host is not None:
+            from botpsy.serve.assistant import prepare
+
+            ready = prepare(backend, state.host)
+            if ready["source"] != "none":
+                print(f"botpsy serve: tools prefix ready ({ready['tokens']} tokens, {ready['source']}, "
+                      f"{ready['ms'] / 1000:.1f} s)", file=sys.stderr, flush=True)
         print(f"botpsy serve: {state.mode} mode, {state.model_id} on http://{config.host}:{config.port}/v1 "
               f"(web chat page: http://{config.host}:{config.port}/)", file=sys.stderr, flush=True)
         uvicorn.run(create_app(state), host=config.host, port=config.port, log_level=config.log_level,

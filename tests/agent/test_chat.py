@@ -190,3 +190,60 @@ def test_declining_in_a_real_terminal_leaves_the_database_unchanged(tmp_path):
     world = World(str(db))
     assert [a["status"] for a in world.audit_log() if a["actor"] == "user"] == ["declined"]
     world.close()
+
+
+class PreparingBackend(ScriptedBackend):
+    """A scripted model with a prefix cache's seam: records what ``prepare_prefix`` was given and
+    whether it finished before the first turn streamed (the real part: test_backend_llama.py)."""
+
+    supports_prefix_cache = True
+
+    def __init__(self, scripts, delay_s=0.0):
+        super().__init__(scripts)
+        self.prepared, self.delay_s, self.log = [], delay_s, []
+
+    def prepare_prefix(self, prefix):
+        time.sleep(self.delay_s)
+        self.prepared.append(prefix)
+        self.log.append("prepared")
+        return {"tokens": len(self.tokenize(prefix)), "source": "prefilled", "ms": 1.0}
+
+    def _stream(self, prompt, sampling, max_tokens, prefix_tokens, info):
+        self.log.append("stream")
+        return super()._stream(prompt, sampling, max_tokens, prefix_tokens, info)
+
+
+def test_the_tools_prefix_is_prepared_while_the_person_types(tmp_path):
+    world = World(":memory:", seed=3)
+    backend = PreparingBackend([turn("Hello.")], delay_s=0.3)
+    out = _Buffer()
+    lines = iter(["hello", "/stats"])
+
+    def read(prompt):
+        line = next(lines, None)
+        if line is None:
+            raise EOFError  # Ctrl-D
+        return out.echo(prompt, line)
+
+    session = ChatSession(Agent(backend, world), Display(out, Style(), show_thinking=False), read=read)
+    session.prepare_in_background()
+    session.loop()
+    assert backend.log[:2] == ["prepared", "stream"]  # the first turn waited for the prefix
+    first = backend.calls[0]
+    assert first.prompt.startswith(backend.prepared[0]) and first.prefix_tokens == len(backend.tokenize(backend.prepared[0]))
+    assert "tools prefix:" in out.getvalue() and "prefilled" in out.getvalue()
+
+
+def test_a_failed_preparation_leaves_the_first_turn_to_prefill(tmp_path):
+    class Failing(PreparingBackend):
+        def prepare_prefix(self, prefix):
+            raise RuntimeError("disk full")
+
+    world = World(":memory:", seed=3)
+    backend = Failing([turn("Hello.")])
+    out = _Buffer()
+    session = ChatSession(Agent(backend, world), Display(out, Style(), show_thinking=False), read=lambda p: "")
+    session.prepare_in_background()
+    session.ask("hello")
+    assert "Hello." in out.getvalue() and session.prepared["source"] == "failed"
+    assert session.command("/stats") and "not prepared (disk full)" in out.getvalue()

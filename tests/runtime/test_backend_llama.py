@@ -194,3 +194,30 @@ def test_a_restarted_backend_restores_the_prefix_from_disk(runtime_ggufs, tmp_pa
     smaller = BackendOptions(threads=1, n_ctx=512, prefix_cache_mb=64, prefix_cache_dir=str(tmp_path))
     with LlamaBackend(runtime_ggufs["q8_0"], smaller) as other:
         assert other.state_namespace() != namespace
+
+
+def test_prepare_prefix_readies_the_tools_before_the_first_turn(runtime_ggufs, tmp_path):
+    """``prepare_prefix`` on the real part: prefilled (and saved) in a fresh process, found in memory
+    the second time, read back from disk after a restart; the turns after it give a cold run's tokens."""
+    from botpsy.runtime.llama_backend import LlamaBackend
+
+    options = BackendOptions(threads=1, n_ctx=1024, prefix_cache_mb=64, prefix_cache_dir=str(tmp_path))
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Send a message to Alice."}]
+    prompt, prefix = chat_prompt(messages, TOOLS)
+    with LlamaBackend(runtime_ggufs["q8_0"], options) as backend:
+        prefix_ids = backend.tokenize(prefix)
+        ids = prefix_ids + backend.tokenize(prompt[len(prefix):])
+        cold = ids_of(backend.stream(ids, GREEDY, 16))
+        backend.reset(clear_prefix_cache=True)
+        ready = backend.prepare_prefix(prefix)
+        assert (ready["source"], ready["tokens"]) == ("prefilled", len(prefix_ids))
+        first = backend.stream(ids, GREEDY, 16, prefix_tokens=len(prefix_ids))
+        assert ids_of(first) == cold and first.info.reused_tokens == len(prefix_ids)  # continued in place
+        assert backend.prepare_prefix(prefix)["source"] == "memory"
+    with LlamaBackend(runtime_ggufs["q8_0"], options) as restarted:
+        assert restarted.prepare_prefix(prefix)["source"] == "disk"
+        turn = restarted.stream(ids, GREEDY, 16, prefix_tokens=len(prefix_ids))
+        assert ids_of(turn) == cold and turn.info.cache_hit
+    memory_only = BackendOptions(threads=1, n_ctx=1024, prefix_cache_mb=0)
+    with LlamaBackend(runtime_ggufs["q8_0"], memory_only) as plain:
+        assert plain.prepare_prefix(prefix)["source"] == "none"

@@ -112,3 +112,17 @@ def test_assistant_mode_refuses_client_tools(start_server, device):
     status, body = post(server.url + "/v1/chat/completions", {"messages": ASK, "tools": [
         {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]})
     assert status == 400 and body["error"]["param"] == "tools"
+
+
+def test_the_device_prefix_prepared_at_start_is_the_one_the_first_request_opens_with(start_server, device):
+    """``botpsy serve --db`` prepares the system turn before serving (``assistant.prepare``); the first
+    request's prompt must open with exactly that text, or the preparation would be wasted."""
+    from botpsy.serve.assistant import prepare
+    from tests.agent.test_chat import PreparingBackend
+
+    backend = PreparingBackend([turn("Done.")])
+    assert prepare(backend, device)["source"] == "prefilled"
+    server = start_server(backend, host=device)
+    post(server.url + "/v1/chat/completions", {"messages": ASK})
+    first = backend.calls[0]
+    assert first.prompt.startswith(backend.prepared[0]) and first.prefix_tokens == len(backend.tokenize(backend.prepared[0]))

@@ -1,8 +1,9 @@
 """The card's plots (matplotlib, Agg: no display needed), one PNG each, written beside ``card.json``.
 
 * ``speed.png``: prefill and decode tokens/s against context length, one line per model file;
-* ``ttft.png``: time to first token against the number of tools, cold (solid) and with the
-  tools prefix cached (dashed), one colour per model file;
+* ``ttft.png``: time to first token against the number of tools, cold (solid), with the
+  tools prefix cached (dashed) and after a restart with the prefix read from disk (dotted), one
+  colour per model file;
 * ``memory.png``: file size, the runtime's estimate, RSS once loaded and peak RSS while
   generating, grouped by model file.
 
@@ -55,6 +56,10 @@ def ttft_plot(card: dict[str, Any], path: Path) -> Path:
         colour = f"C{index % 10}"
         axis.plot(tools, [t["cold_ms"]["median"] for t in rows], "-o", color=colour, label=f"{label(model)} cold")
         axis.plot(tools, [t["warm_ms"]["median"] for t in rows], "--s", color=colour, label=f"{label(model)} warm")
+        restarted = [t for t in rows if "restart_ms" in t]  # absent in cards before 2026-12-07
+        if restarted:
+            axis.plot([t["tools"] for t in restarted], [t["restart_ms"]["median"] for t in restarted], ":^",
+                      color=colour, label=f"{label(model)} after a restart (prefix from disk)")
     axis.set(title="time to first token (median)", xlabel="tools in the prompt", ylabel="ms (log scale)")
     axis.set_yscale("log")  # warm TTFT is tens of times below cold; a linear axis flattens it to zero
     axis.grid(alpha=0.3)

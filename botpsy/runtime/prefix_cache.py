@@ -68,7 +68,8 @@ _DIGEST = 16
 
 
 class DiskPrefixStore:
-    """Saved prefix states as files ``folder/namespace/<key>.state``, oldest evicted past ``max_bytes``.
+    """Saved prefix states as files ``folder/namespace/<key>.state``; past ``max_bytes`` in the whole
+    folder (every namespace), the least recently used are deleted.
 
     A file is the magic, a blake2b digest of the state and the state. ``namespace`` names the
     model the states belong to (a state restored into another model or context size would be
@@ -143,10 +144,12 @@ class DiskPrefixStore:
         except OSError:
             self.errors += 1
 
-    def _files(self) -> list[tuple[Path, int, int]]:
-        """(path, size, mtime_ns) of every state file, oldest use first."""
+    def _files(self, every_model: bool = False) -> list[tuple[Path, int, int]]:
+        """(path, size, mtime_ns) of this model's state files (``every_model``: all namespaces under
+        the folder), oldest use first."""
+        root = self.folder.parent if every_model else self.folder
         files = []
-        for path in self.folder.glob("*.state") if self.folder.is_dir() else ():
+        for path in root.glob("*/*.state" if every_model else "*.state") if root.is_dir() else ():
             try:
                 stat = path.stat()
             except OSError:  # removed by another process meanwhile
@@ -155,7 +158,9 @@ class DiskPrefixStore:
         return sorted(files, key=lambda item: item[2])
 
     def _evict(self, keep: Path) -> None:
-        files = self._files()
+        """Delete the least recently used files, of any model, until the folder is under the cap (the
+        states of a rebuilt or deleted model file are never read again, so they age out)."""
+        files = self._files(every_model=True)
         total = sum(size for _, size, _ in files)
         for path, size, _ in files:
             if total <= self.max_bytes:

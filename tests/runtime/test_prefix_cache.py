@@ -157,3 +157,15 @@ def test_namespaces_and_folder_settings(tmp_path, monkeypatch):
     monkeypatch.delenv(PREFIX_STATES_ENV)
     assert prefix_state_dir("auto").endswith(os.path.join(".cache", "botpsy", "prefix-states"))
     assert prefix_state_dir("off") == prefix_state_dir("") == ""
+
+
+def test_the_cap_covers_every_model_so_states_of_a_rebuilt_file_age_out(tmp_path):
+    state = b"x" * 100
+    size = len(STATE_MAGIC) + 16 + len(state)
+    old_build, new_build = (DiskPrefixStore(tmp_path, name, max_bytes=2 * size) for name in ("m-old", "m-new"))
+    old_build.write([1], state)
+    past = time.time() - 100
+    os.utime(next((tmp_path / "m-old").glob("*.state")), (past, past))
+    new_build.write([1], state)
+    new_build.write([2], state)  # three files over a two-file cap: the old build's goes
+    assert old_build.usage() == (0, 0) and new_build.usage() == (2, 2 * size)

@@ -15,7 +15,8 @@ state handling use the C API directly, because the generation loop needs three t
   evaluate the rest); or neither (clear, evaluate the prefix, save the state there, evaluate
   the rest). With ``BackendOptions.prefix_cache_dir`` saved states also go to disk, in a
   folder named by ``state_namespace``, so a new process on the same files starts warm; a state
-  llama.cpp will not take back is dropped and the prefix evaluated instead. An attention-only model (the Qwen2 student and bases) can also cut its KV cache
+  llama.cpp will not take back is dropped and the prefix evaluated instead. An attention-only
+  model (the Qwen2 student and bases) can also cut its KV cache
   back to the longest prefix it shares with the new prompt, as llama-server does, which keeps
   a conversation's earlier turns even where re-rendering one changed a later token (a base
   model's free-form call, re-rendered by its template, differs from what it wrote);

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -160,6 +161,13 @@ class DiskPrefixStore:
     def _evict(self, keep: Path) -> None:
         """Delete the least recently used files, of any model, until the folder is under the cap (the
         states of a rebuilt or deleted model file are never read again, so they age out)."""
+        stale = time.time() - 600  # a temporary file this old was left by a process killed mid-write
+        for tmp in self.folder.parent.glob("*/.*.tmp"):
+            try:
+                if tmp.stat().st_mtime < stale:
+                    tmp.unlink()
+            except OSError:
+                pass
         files = self._files(every_model=True)
         total = sum(size for _, size, _ in files)
         for path, size, _ in files:

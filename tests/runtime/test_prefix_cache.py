@@ -169,3 +169,15 @@ def test_the_cap_covers_every_model_so_states_of_a_rebuilt_file_age_out(tmp_path
     new_build.write([1], state)
     new_build.write([2], state)  # three files over a two-file cap: the old build's goes
     assert old_build.usage() == (0, 0) and new_build.usage() == (2, 2 * size)
+
+
+def test_a_write_cleans_up_what_a_killed_writer_left(tmp_path):
+    store = DiskPrefixStore(tmp_path, "m")
+    (tmp_path / "m").mkdir()
+    left, fresh = tmp_path / "m" / ".abc.state.99.tmp", tmp_path / "m" / ".def.state.98.tmp"
+    left.write_bytes(b"half a state")
+    fresh.write_bytes(b"being written now")
+    an_hour_ago = time.time() - 3600
+    os.utime(left, (an_hour_ago, an_hour_ago))
+    store.write([1], b"state")
+    assert not left.exists() and fresh.exists() and store.read([1]) == b"state"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -11,6 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # `botpsy chat` and `serve` keep prefix states on disk by default; tests never write to the user's cache.
 os.environ["BOTPSY_PREFIX_STATES"] = tempfile.mkdtemp(prefix="botpsy-test-prefix-states-")
+atexit.register(shutil.rmtree, os.environ["BOTPSY_PREFIX_STATES"], True)
 
 SAMPLE_TEXTS = [
     "Set an alarm for 7:30 tomorrow and call it gym.",

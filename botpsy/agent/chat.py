@@ -214,6 +214,7 @@ class ChatSession:
         agent.confirm = self.confirm
         self.prepared: dict[str, Any] | None = None  # how the tools prefix was made ready (Agent.prepare)
         self._preparing: threading.Thread | None = None
+        self._cancel = threading.Event()
 
     def prepare_in_background(self) -> None:
         """Evaluate (or read back from disk) the tools prefix while the person types the first request.
@@ -223,7 +224,7 @@ class ChatSession:
         """
         def work() -> None:
             try:
-                self.prepared = self.agent.prepare()
+                self.prepared = self.agent.prepare(self._cancel)
             except Exception as exc:  # noqa: BLE001 - any failure falls back to prefilling in the turn
                 self.prepared = {"source": "failed", "error": str(exc)}
 
@@ -234,6 +235,19 @@ class ChatSession:
         if self._preparing is not None:
             self._preparing.join()
             self._preparing = None
+
+    def stop_preparing(self) -> None:
+        """Cancel an unfinished preparation and wait for its thread (one batch at most), so the model
+        is never closed under it; Ctrl-C does not cut this wait short."""
+        if self._preparing is None:
+            return
+        self._cancel.set()
+        while self._preparing.is_alive():
+            try:
+                self._preparing.join()
+            except KeyboardInterrupt:
+                continue
+        self._preparing = None
 
     def confirm(self, call: ToolCall) -> bool:
         self.display.line(self.display.style.warn(f"{call.name} is a sensitive action: "
@@ -274,7 +288,7 @@ class ChatSession:
         try:
             self._loop()
         finally:
-            self.wait_prepared()  # the model is closed after this; the thread must be done with it
+            self.stop_preparing()  # the model is closed after this; the thread must be done with it
 
     def _loop(self) -> None:
         while True:
@@ -322,7 +336,8 @@ def prepared_text(prepared: dict[str, Any]) -> str:
     """One line on how the tools prefix was made ready before the first request."""
     if prepared.get("source") == "failed":
         return f"tools prefix: not prepared ({prepared.get('error', '')}); the first turn prefilled it"
-    how = {"memory": "already in memory", "disk": "read back from disk", "prefilled": "prefilled"}[prepared["source"]]
+    how = {"memory": "restored from memory", "disk": "read back from disk", "prefilled": "prefilled",
+           "cancelled": "cancelled"}[prepared["source"]]
     return f"tools prefix: {prepared['tokens']} tokens, {how} in {prepared['ms']:.0f} ms before the first request"
 
 

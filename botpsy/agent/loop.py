@@ -399,12 +399,13 @@ class Agent:
         self.messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         self.steps = []
 
-    def prepare(self) -> dict[str, Any]:
+    def prepare(self, cancel: Any = None) -> dict[str, Any]:
         """Get the system turn (tools and system prompt) evaluated before the first request, so its
-        prefill is not part of that request's wait (``Backend.prepare_prefix``)."""
+        prefill is not part of that request's wait (``Backend.prepare_prefix``; ``cancel``, a
+        ``threading.Event``, stops it between batches)."""
         if self.config.generation.chat_format == "native" or not self.backend.supports_prefix_cache:
             return {"tokens": 0, "source": "none", "ms": 0.0}
-        return self.backend.prepare_prefix(self.renderer.prefix(model_view(self.messages), self.tools))
+        return self.backend.prepare_prefix(self.renderer.prefix(model_view(self.messages), self.tools), cancel)
 
     def run(self, request: str) -> Iterator[Step]:
         self.messages.append({"role": "user", "content": request})

@@ -187,9 +187,10 @@ class Backend(ABC):
                 prefix_tokens: int, info: StreamInfo) -> Iterator[TokenOut]:
         """Yield tokens; fill ``info`` before the first one and set ``info.finish_reason`` at the end."""
 
-    def prepare_prefix(self, prefix: str) -> dict[str, Any]:
+    def prepare_prefix(self, prefix: str, cancel: Any = None) -> dict[str, Any]:
         """Have the state after ``prefix`` ready before a turn needs it (a prefix-cache backend
-        evaluates or restores it now). Returns {tokens, source, ms}; source is "none" here."""
+        evaluates or restores it now; ``cancel``, a ``threading.Event``, stops that early).
+        Returns {tokens, source, ms}; source is "none" here."""
         return {"tokens": 0, "source": "none", "ms": 0.0}
 
     def token_table(self):

@@ -39,6 +39,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -213,12 +214,17 @@ class LlamaBackend(Backend):
     def state_namespace(self) -> str:
         """A folder name for this model's saved states: a hash of what a state depends on.
 
-        The llama.cpp build, every file loaded (path, size, modification time: a rebuilt file is
-        another model), the context and batch sizes. States from any other combination are never
+        The llama.cpp build (the binding's version, its CPU features, the shared library's size and
+        modification time), every model file loaded (path, size, modification time: a rebuilt file
+        is another model), the context and batch sizes. States from any other combination are never
         offered to this context.
         """
         files = [self.adapter.base, self.path] if self.adapter is not None else [self.path]
-        parts = [llama_cpp.__version__, f"n_ctx={self.options.n_ctx}", f"n_batch={self.options.n_batch}"]
+        library = getattr(getattr(llama_cpp, "llama_cpp", None), "_lib", None)
+        library_path = getattr(library, "_name", "") or ""
+        files += [library_path] if library_path and Path(library_path).is_file() else []  # a rebuilt libllama
+        parts = [llama_cpp.__version__, llama_system_info()["system_info"],
+                 f"n_ctx={self.options.n_ctx}", f"n_batch={self.options.n_batch}"]
         for file in files:
             stat = Path(file).stat()
             parts.append(f"{Path(file).resolve()}:{stat.st_size}:{stat.st_mtime_ns}")
@@ -319,29 +325,37 @@ class LlamaBackend(Backend):
             info.cache_hit, info.reused_tokens = True, len(prefix)
         elif prefix:
             if state is not None:  # not taken back (a file from a damaged or changed build): start over
-                self.prefix_cache.discard(prefix)
+                self.prefix_cache.discard(prefix, refused=True)
             self._decode(prefix)
             self.prefix_cache.put(prefix, self._save())
         self._decode(ids[len(prefix):])
 
-    def prepare_prefix(self, prefix: str) -> dict[str, Any]:
-        """Evaluate ``prefix`` now, or find its saved state, so the first turn that opens with it
-        does not wait for it (``botpsy chat`` runs this while the person types; ``serve`` at start).
+    def prepare_prefix(self, prefix: str, cancel: threading.Event | None = None) -> dict[str, Any]:
+        """Bring the context to the state after ``prefix`` now, so the first turn that opens with
+        it only evaluates its own tokens (``botpsy chat`` runs this while the person types; ``serve``
+        at start). The state is restored from the prefix cache (memory, then disk) or evaluated and
+        saved; ``cancel`` stops an evaluation between batches (the context is then left clear).
 
-        source: "memory" (already saved), "disk" (read back from the disk tier), "prefilled"
-        (evaluated now and saved), or "none" (no prefix cache, empty prefix).
+        source: "memory" or "disk" (restored from there), "prefilled" (evaluated now and saved),
+        "cancelled", or "none" (no prefix cache, or an empty prefix).
         """
         start = time.perf_counter()
         ids = self.tokenize(prefix) if prefix and self.prefix_cache is not None else []
         if not ids:
             return {"tokens": 0, "source": "none", "ms": 0.0}
-        if ids in self.prefix_cache:
-            source = "memory"
-        elif self.prefix_cache.get(ids) is not None:
-            source = "disk"
+        in_memory = ids in self.prefix_cache
+        self._clear()
+        state = self.prefix_cache.get(ids)
+        if state is not None and self._restore(state, ids):
+            source = "memory" if in_memory else "disk"
         else:
-            self._clear()
-            self._decode(ids)
+            if state is not None:
+                self.prefix_cache.discard(ids, refused=True)
+            for begin in range(0, len(ids), self._llm.n_batch):
+                if cancel is not None and cancel.is_set():
+                    self._clear()
+                    return {"tokens": len(ids), "source": "cancelled", "ms": round((time.perf_counter() - start) * 1000, 1)}
+                self._decode(ids[begin:begin + self._llm.n_batch])
             self.prefix_cache.put(ids, self._save())
             source = "prefilled"
         return {"tokens": len(ids), "source": source, "ms": round((time.perf_counter() - start) * 1000, 1)}

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import secrets
 import time
 from array import array
 from collections import OrderedDict
@@ -57,6 +59,7 @@ class CacheStats:
     bytes: int = 0
     disk_hits: int = 0  # states read back from disk (a new process, or evicted from memory)
     disk_errors: int = 0  # damaged files deleted, writes that failed
+    refused: int = 0  # states the backend would not take back (counted as misses, not hits)
     disk_entries: int = 0
     disk_bytes: int = 0
 
@@ -66,6 +69,10 @@ class CacheStats:
 
 STATE_MAGIC = b"botpsy-prefix-state\x01"  # the file format; a new version is a new magic
 _DIGEST = 16
+# Only files named like these are ever listed, evicted or cleaned up, so a folder shared with
+# other programs (``--prefix-cache-dir ~``) loses nothing of theirs.
+_STATE_NAME = re.compile(r"[0-9a-f]{32}\.state")
+_TMP_NAME = re.compile(r"\.[0-9a-f]{32}\.state\.[0-9a-f.]+\.tmp")
 
 
 class DiskPrefixStore:
@@ -116,11 +123,12 @@ class DiskPrefixStore:
         if size > self.max_bytes:
             return False
         path = self._path(ids)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")  # one per writer
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             with open(tmp, "wb") as handle:
-                handle.write(STATE_MAGIC + _digest(state) + state)
+                for part in (STATE_MAGIC, _digest(state), state):  # no concatenated copy of a large state
+                    handle.write(part)
             os.replace(tmp, path)
         except OSError:
             self.errors += 1  # one failure, whatever the clean-up below finds
@@ -151,6 +159,8 @@ class DiskPrefixStore:
         root = self.folder.parent if every_model else self.folder
         files = []
         for path in root.glob("*/*.state" if every_model else "*.state") if root.is_dir() else ():
+            if not _STATE_NAME.fullmatch(path.name):
+                continue
             try:
                 stat = path.stat()
             except OSError:  # removed by another process meanwhile
@@ -164,7 +174,7 @@ class DiskPrefixStore:
         stale = time.time() - 600  # a temporary file this old was left by a process killed mid-write
         for tmp in self.folder.parent.glob("*/.*.tmp"):
             try:
-                if tmp.stat().st_mtime < stale:
+                if _TMP_NAME.fullmatch(tmp.name) and tmp.stat().st_mtime < stale:
                     tmp.unlink()
             except OSError:
                 pass
@@ -215,7 +225,7 @@ class PrefixCache:
         self.disk = disk
         self._entries: OrderedDict[str, bytes] = OrderedDict()
         self._bytes = 0
-        self._hits = self._misses = self._evictions = 0
+        self._hits = self._misses = self._evictions = self._refused = 0
 
     def get(self, ids: Sequence[int]) -> bytes | None:
         key = prefix_key(ids)
@@ -239,8 +249,11 @@ class PrefixCache:
             self.disk.write(ids, state)
         return self._keep(prefix_key(ids), state)
 
-    def discard(self, ids: Sequence[int]) -> None:
-        """Forget the state for ``ids`` in memory and on disk (one the backend could not restore)."""
+    def discard(self, ids: Sequence[int], refused: bool = False) -> None:
+        """Forget the state for ``ids`` in memory and on disk; ``refused``: the backend could not
+        restore the state ``get`` just returned, so that lookup counts as a miss."""
+        if refused:
+            self._hits, self._misses, self._refused = self._hits - 1, self._misses + 1, self._refused + 1
         old = self._entries.pop(prefix_key(ids), None)
         if old is not None:
             self._bytes -= len(old)
@@ -275,7 +288,8 @@ class PrefixCache:
             self.disk.clear()
 
     def stats(self) -> CacheStats:
-        stats = CacheStats(self._hits, self._misses, self._evictions, len(self._entries), self._bytes)
+        stats = CacheStats(self._hits, self._misses, self._evictions, len(self._entries), self._bytes,
+                           refused=self._refused)
         if self.disk is not None:
             stats.disk_hits, stats.disk_errors = self.disk.hits, self.disk.errors
             stats.disk_entries, stats.disk_bytes = self.disk.usage()

@@ -115,7 +115,12 @@ def main(config: ServeConfig) -> int:
         if state.host is not None:
             from botpsy.serve.assistant import prepare
 
-            ready = prepare(backend, state.host)
+            try:
+                ready = prepare(backend, state.host)
+            except Exception as exc:  # noqa: BLE001 - the first request prefills it instead
+                ready = {"source": "none"}
+                print(f"botpsy serve: could not prepare the tools prefix ({exc}); the first request "
+                      "will evaluate it", file=sys.stderr, flush=True)
             if ready["source"] != "none":
                 print(f"botpsy serve: tools prefix ready ({ready['tokens']} tokens, {ready['source']}, "
                       f"{ready['ms'] / 1000:.1f} s)", file=sys.stderr, flush=True)

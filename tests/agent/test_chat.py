@@ -202,7 +202,7 @@ class PreparingBackend(ScriptedBackend):
         super().__init__(scripts)
         self.prepared, self.delay_s, self.log = [], delay_s, []
 
-    def prepare_prefix(self, prefix):
+    def prepare_prefix(self, prefix, cancel=None):
         time.sleep(self.delay_s)
         self.prepared.append(prefix)
         self.log.append("prepared")
@@ -236,7 +236,7 @@ def test_the_tools_prefix_is_prepared_while_the_person_types(tmp_path):
 
 def test_a_failed_preparation_leaves_the_first_turn_to_prefill(tmp_path):
     class Failing(PreparingBackend):
-        def prepare_prefix(self, prefix):
+        def prepare_prefix(self, prefix, cancel=None):
             raise RuntimeError("disk full")
 
     world = World(":memory:", seed=3)
@@ -247,3 +247,24 @@ def test_a_failed_preparation_leaves_the_first_turn_to_prefill(tmp_path):
     session.ask("hello")
     assert "Hello." in out.getvalue() and session.prepared["source"] == "failed"
     assert session.command("/stats") and "not prepared (disk full)" in out.getvalue()
+
+
+def test_leaving_before_the_preparation_ends_cancels_it_before_the_model_closes(tmp_path):
+    class Slow(PreparingBackend):
+        def prepare_prefix(self, prefix, cancel=None):
+            for _ in range(500):  # 5 s unless cancelled, like a long prefill checked between batches
+                if cancel is not None and cancel.is_set():
+                    return {"tokens": 1, "source": "cancelled", "ms": 1.0}
+                time.sleep(0.01)
+            return {"tokens": 1, "source": "prefilled", "ms": 5000.0}
+
+    def read(prompt):
+        raise EOFError  # Ctrl-D at once
+
+    session = ChatSession(Agent(Slow([]), World(":memory:", seed=3)), Display(_Buffer(), Style(), show_thinking=False),
+                          read=read)
+    started = time.perf_counter()
+    session.prepare_in_background()
+    session.loop()
+    assert session.prepared["source"] == "cancelled" and time.perf_counter() - started < 2.0
+    assert session._preparing is None  # the thread is done before main closes the model

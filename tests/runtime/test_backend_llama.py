@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from botpsy.chat.template import generation_prompt
@@ -190,6 +192,8 @@ def test_a_restarted_backend_restores_the_prefix_from_disk(runtime_ggufs, tmp_pa
     with LlamaBackend(runtime_ggufs["q8_0"], options) as damaged:
         stream = damaged.stream(ids, GREEDY, 16, prefix_tokens=len(prefix_ids))
         assert ids_of(stream) == cold and not stream.info.cache_hit
+        stats = damaged.prefix_cache.stats()
+        assert (stats.hits, stats.misses, stats.refused) == (0, 1, 1)  # a refused state is no hit
     assert DiskPrefixStore(tmp_path, namespace).read(prefix_ids) == state  # replaced by a good state
     smaller = BackendOptions(threads=1, n_ctx=512, prefix_cache_mb=64, prefix_cache_dir=str(tmp_path))
     with LlamaBackend(runtime_ggufs["q8_0"], smaller) as other:
@@ -214,10 +218,17 @@ def test_prepare_prefix_readies_the_tools_before_the_first_turn(runtime_ggufs, t
         first = backend.stream(ids, GREEDY, 16, prefix_tokens=len(prefix_ids))
         assert ids_of(first) == cold and first.info.reused_tokens == len(prefix_ids)  # continued in place
         assert backend.prepare_prefix(prefix)["source"] == "memory"
+        again = backend.stream(ids, GREEDY, 16, prefix_tokens=len(prefix_ids))
+        assert ids_of(again) == cold and again.info.reused_tokens == len(prefix_ids)  # the restored state, live
     with LlamaBackend(runtime_ggufs["q8_0"], options) as restarted:
         assert restarted.prepare_prefix(prefix)["source"] == "disk"
         turn = restarted.stream(ids, GREEDY, 16, prefix_tokens=len(prefix_ids))
-        assert ids_of(turn) == cold and turn.info.cache_hit
+        assert ids_of(turn) == cold and turn.info.reused_tokens == len(prefix_ids)
+        stopped = threading.Event()
+        stopped.set()
+        other_prefix = chat_prompt([{"role": "system", "content": "Be very brief."}, messages[1]], TOOLS)[1]
+        assert restarted.prepare_prefix(other_prefix, stopped)["source"] == "cancelled"
+        assert restarted.tokenize(other_prefix) not in restarted.prefix_cache  # nothing half-made was saved
     memory_only = BackendOptions(threads=1, n_ctx=1024, prefix_cache_mb=0)
     with LlamaBackend(runtime_ggufs["q8_0"], memory_only) as plain:
         assert plain.prepare_prefix(prefix)["source"] == "none"

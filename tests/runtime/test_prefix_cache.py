@@ -174,10 +174,23 @@ def test_the_cap_covers_every_model_so_states_of_a_rebuilt_file_age_out(tmp_path
 def test_a_write_cleans_up_what_a_killed_writer_left(tmp_path):
     store = DiskPrefixStore(tmp_path, "m")
     (tmp_path / "m").mkdir()
-    left, fresh = tmp_path / "m" / ".abc.state.99.tmp", tmp_path / "m" / ".def.state.98.tmp"
+    left, fresh = (tmp_path / "m" / f".{c * 32}.state.99.1f2e3d4c.tmp" for c in "ab")  # as `write` names them
     left.write_bytes(b"half a state")
     fresh.write_bytes(b"being written now")
     an_hour_ago = time.time() - 3600
     os.utime(left, (an_hour_ago, an_hour_ago))
     store.write([1], b"state")
     assert not left.exists() and fresh.exists() and store.read([1]) == b"state"
+
+
+def test_files_that_are_not_ours_are_never_evicted_or_cleared(tmp_path):
+    """``--prefix-cache-dir ~`` must not cost the user a file: only botpsy's names are touched."""
+    theirs = [tmp_path / "m" / "game.state", tmp_path / "other" / "notes.state", tmp_path / "m" / ".editor.tmp"]
+    for path in theirs:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"z" * 500)
+        os.utime(path, (time.time() - 7200, time.time() - 7200))
+    store = DiskPrefixStore(tmp_path, "m", max_bytes=200)
+    assert store.write([1], b"x" * 100) and store.write([2], b"y" * 100)
+    store.clear()
+    assert all(path.read_bytes() == b"z" * 500 for path in theirs) and store.usage() == (0, 0)

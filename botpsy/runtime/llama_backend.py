@@ -320,15 +320,26 @@ class LlamaBackend(Backend):
             return
         # The context cannot be rolled back (recurrent layers): start from a clean or saved state.
         self._clear()
-        state = self.prefix_cache.get(prefix) if prefix else None
-        if state is not None and self._restore(state, prefix):
+        if prefix and self._enter_prefix(prefix) == "restored":
             info.cache_hit, info.reused_tokens = True, len(prefix)
-        elif prefix:
-            if state is not None:  # not taken back (a file from a damaged or changed build): start over
-                self.prefix_cache.discard(prefix, refused=True)
-            self._decode(prefix)
-            self.prefix_cache.put(prefix, self._save())
         self._decode(ids[len(prefix):])
+
+    def _enter_prefix(self, prefix: list[int], cancel: threading.Event | None = None) -> str:
+        """From a clear context, reach the state after ``prefix``: "restored" from the prefix cache
+        (memory, then disk), else "prefilled" (evaluated and saved); "cancelled" (context clear,
+        nothing saved) when ``cancel`` is set between batches."""
+        state = self.prefix_cache.get(prefix)
+        if state is not None and self._restore(state, prefix):
+            return "restored"
+        if state is not None:  # not taken back (a file from a damaged or changed build): start over
+            self.prefix_cache.discard(prefix, refused=True)
+        for begin in range(0, len(prefix), self._llm.n_batch):
+            if cancel is not None and cancel.is_set():
+                self._clear()
+                return "cancelled"
+            self._decode(prefix[begin:begin + self._llm.n_batch])
+        self.prefix_cache.put(prefix, self._save())
+        return "prefilled"
 
     def prepare_prefix(self, prefix: str, cancel: threading.Event | None = None) -> dict[str, Any]:
         """Bring the context to the state after ``prefix`` now, so the first turn that opens with
@@ -345,19 +356,9 @@ class LlamaBackend(Backend):
             return {"tokens": 0, "source": "none", "ms": 0.0}
         in_memory = ids in self.prefix_cache
         self._clear()
-        state = self.prefix_cache.get(ids)
-        if state is not None and self._restore(state, ids):
+        source = self._enter_prefix(ids, cancel)
+        if source == "restored":
             source = "memory" if in_memory else "disk"
-        else:
-            if state is not None:
-                self.prefix_cache.discard(ids, refused=True)
-            for begin in range(0, len(ids), self._llm.n_batch):
-                if cancel is not None and cancel.is_set():
-                    self._clear()
-                    return {"tokens": len(ids), "source": "cancelled", "ms": round((time.perf_counter() - start) * 1000, 1)}
-                self._decode(ids[begin:begin + self._llm.n_batch])
-            self.prefix_cache.put(ids, self._save())
-            source = "prefilled"
         return {"tokens": len(ids), "source": source, "ms": round((time.perf_counter() - start) * 1000, 1)}
 
     def _sampler(self, sampling: SamplingConfig, history: Sequence[int]):

@@ -37,8 +37,8 @@ from botpsy.chat.stream import ContentDelta, ReasoningDelta
 from botpsy.chat.types import ToolCall
 from botpsy.output import emit, table
 from botpsy.runtime.backend import BackendOptions, ModelLoadError, SamplingConfig
-from botpsy.runtime.prefix_cache import PREFIX_DIR_HELP, prefix_state_dir
 from botpsy.runtime.generate import LOOP_POLICIES, BudgetReached, Event, GenerateConfig, LoopDetected
+from botpsy.runtime.prefix_cache import PREFIX_DIR_HELP, prefix_state_dir
 from botpsy.world.registry import REGISTRY
 from botpsy.world.world import World
 
@@ -231,22 +231,19 @@ class ChatSession:
         self._preparing = threading.Thread(target=work, name="botpsy-prepare", daemon=True)
         self._preparing.start()
 
-    def wait_prepared(self) -> None:
-        if self._preparing is not None:
-            self._preparing.join()
-            self._preparing = None
-
-    def stop_preparing(self) -> None:
-        """Cancel an unfinished preparation and wait for its thread (one batch at most), so the model
-        is never closed under it; Ctrl-C does not cut this wait short."""
+    def wait_prepared(self, cancel: bool = False) -> None:
+        """Wait for the preparation thread. ``cancel``: stop it at its next batch first, and let no
+        Ctrl-C cut the wait short, since the model is closed next and must not be closed under it."""
         if self._preparing is None:
             return
-        self._cancel.set()
+        if cancel:
+            self._cancel.set()
         while self._preparing.is_alive():
             try:
                 self._preparing.join()
             except KeyboardInterrupt:
-                continue
+                if not cancel:
+                    raise  # the first request's wait: Ctrl-C interrupts that request, as usual
         self._preparing = None
 
     def confirm(self, call: ToolCall) -> bool:
@@ -288,7 +285,7 @@ class ChatSession:
         try:
             self._loop()
         finally:
-            self.stop_preparing()  # the model is closed after this; the thread must be done with it
+            self.wait_prepared(cancel=True)  # the model is closed after this; the thread must be done with it
 
     def _loop(self) -> None:
         while True:

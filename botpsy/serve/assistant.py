@@ -108,22 +108,25 @@ def agent_config(request: ChatRequest, settings: AssistantSettings, options: Tur
 
 def conversation(request: ChatRequest, host: Any) -> list[dict]:
     """The request's messages, opened by the device's system prompt unless the client sent its own."""
-    from botpsy.world.phrasing import system_prompt
-
     messages = [dict(m) for m in request.messages]
     if messages[0]["role"] != "system":
-        messages.insert(0, {"role": "system", "content": system_prompt(host.now, host.owner, host.city)})
+        messages.insert(0, device_system_message(host))
     return messages
+
+
+def device_system_message(host: Any) -> dict:
+    """The system turn of assistant mode: the device's prompt (owner, city, date)."""
+    from botpsy.world.phrasing import system_prompt
+
+    return {"role": "system", "content": system_prompt(host.now, host.owner, host.city)}
 
 
 def prepare(backend: Any, host: Any) -> dict[str, Any]:
     """Evaluate the device's system turn (system prompt and every tool) before the first request, or
     read it back from the disk tier, so the first client does not wait for it (``Backend.prepare_prefix``)."""
     from botpsy.runtime.prefix_cache import cacheable_prefix
-    from botpsy.world.phrasing import system_prompt
 
-    system = {"role": "system", "content": system_prompt(host.now, host.owner, host.city)}
-    return backend.prepare_prefix(cacheable_prefix([system], host.tool_specs()))
+    return backend.prepare_prefix(cacheable_prefix([device_system_message(host)], host.tool_specs()))
 
 
 def assistant_job(request: ChatRequest, settings: AssistantSettings, options: TurnOptions, host: Any,

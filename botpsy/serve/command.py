@@ -32,8 +32,8 @@ from pathlib import Path
 
 from botpsy.config import ConfigError
 from botpsy.runtime.backend import BackendOptions, ModelLoadError, SamplingConfig
-from botpsy.runtime.prefix_cache import PREFIX_DIR_HELP, prefix_state_dir
 from botpsy.runtime.generate import LOOP_POLICIES
+from botpsy.runtime.prefix_cache import PREFIX_DIR_HELP, prefix_state_dir
 from botpsy.serve.app import ServerState, create_app
 from botpsy.serve.assistant import AssistantSettings
 from botpsy.serve.engine import FairSlot

@@ -60,8 +60,9 @@ class CacheStats:
     disk_hits: int = 0  # states read back from disk (a new process, or evicted from memory)
     disk_errors: int = 0  # damaged files deleted, writes that failed
     refused: int = 0  # states the backend would not take back (counted as misses, not hits)
-    disk_entries: int = 0
+    disk_entries: int = 0  # this model's files
     disk_bytes: int = 0
+    disk_folder_bytes: int = 0  # every model's files in the folder: what the disk cap counts
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -90,6 +91,7 @@ class DiskPrefixStore:
         self.folder = Path(folder).expanduser() / namespace
         self.max_bytes = max_bytes
         self.hits = self.errors = 0
+        self._touched: dict[str, float] = {}  # key -> time.monotonic() of the last refresh by ``touch``
 
     def _path(self, ids: Sequence[int]) -> Path:
         return self.folder / f"{prefix_key(ids)}.state"
@@ -140,6 +142,22 @@ class DiskPrefixStore:
         self._evict(keep=path)
         return True
 
+    def touch(self, ids: Sequence[int], state: bytes, every_s: float = 60.0) -> None:
+        """Mark the file of ``ids`` as used now (a state served from memory is still in use), at most
+        once every ``every_s`` seconds; a file gone meanwhile (evicted by other models' writes
+        while a server kept the state in memory) is written again from ``state``."""
+        key = prefix_key(ids)
+        now = time.monotonic()
+        if now - self._touched.get(key, -every_s) < every_s:
+            return
+        self._touched[key] = now
+        try:
+            os.utime(self._path(ids))
+        except FileNotFoundError:
+            self.write(ids, state)
+        except OSError:
+            pass
+
     def discard(self, ids: Sequence[int]) -> None:
         self._remove(self._path(ids))
 
@@ -187,9 +205,10 @@ class DiskPrefixStore:
                 self._remove(path)
                 total -= size
 
-    def usage(self) -> tuple[int, int]:
-        """(files, bytes) on disk now."""
-        files = self._files()
+    def usage(self, every_model: bool = False) -> tuple[int, int]:
+        """(files, bytes) on disk now: this model's, or (``every_model``) the whole folder's, which
+        the cap counts."""
+        files = self._files(every_model)
         return len(files), sum(size for _, size, _ in files)
 
 
@@ -230,7 +249,9 @@ class PrefixCache:
     def get(self, ids: Sequence[int]) -> bytes | None:
         key = prefix_key(ids)
         state = self._entries.get(key)
-        if state is None and self.disk is not None:
+        if state is not None and self.disk is not None:
+            self.disk.touch(ids, state)  # its file is in use too: not the first to be evicted
+        elif state is None and self.disk is not None:
             state = self.disk.read(ids)
             if state is not None:
                 self._keep(key, state)
@@ -293,6 +314,7 @@ class PrefixCache:
         if self.disk is not None:
             stats.disk_hits, stats.disk_errors = self.disk.hits, self.disk.errors
             stats.disk_entries, stats.disk_bytes = self.disk.usage()
+            stats.disk_folder_bytes = self.disk.usage(every_model=True)[1]
         return stats
 
 

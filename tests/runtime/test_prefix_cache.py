@@ -194,3 +194,32 @@ def test_files_that_are_not_ours_are_never_evicted_or_cleared(tmp_path):
     assert store.write([1], b"x" * 100) and store.write([2], b"y" * 100)
     store.clear()
     assert all(path.read_bytes() == b"z" * 500 for path in theirs) and store.usage() == (0, 0)
+
+
+def test_a_state_served_from_memory_keeps_its_file_young_and_rewrites_it_if_evicted(tmp_path):
+    """A long-running server hits its state in memory; its file must not be the first evicted, and
+    a file other models' writes evicted meanwhile comes back, so the next restart still reads it."""
+    store = DiskPrefixStore(tmp_path, "server")
+    cache = PrefixCache(max_bytes=1000, disk=store)
+    cache.put([1], b"tools")
+    path = next((tmp_path / "server").glob("*.state"))
+    an_hour_ago = time.time() - 3600
+    os.utime(path, (an_hour_ago, an_hour_ago))
+    assert cache.get([1]) == b"tools"  # a memory hit
+    assert path.stat().st_mtime > an_hour_ago + 3000
+    os.utime(path, (an_hour_ago, an_hour_ago))
+    cache.get([1])  # within a minute of the last refresh: no file access
+    assert path.stat().st_mtime == pytest.approx(an_hour_ago)
+    store._touched.clear()
+    path.unlink()  # evicted by another model's states
+    assert cache.get([1]) == b"tools" and PrefixCache(disk=DiskPrefixStore(tmp_path, "server")).get([1]) == b"tools"
+
+
+def test_stats_count_this_models_files_and_the_whole_folder(tmp_path):
+    mine, other = DiskPrefixStore(tmp_path, "mine"), DiskPrefixStore(tmp_path, "other")
+    other.write([9], b"x" * 100)
+    cache = PrefixCache(disk=mine)
+    cache.put([1], b"y" * 50)
+    size = len(STATE_MAGIC) + 16
+    stats = cache.stats()
+    assert (stats.disk_entries, stats.disk_bytes, stats.disk_folder_bytes) == (1, size + 50, 2 * size + 150)

@@ -37,7 +37,7 @@ from botpsy.chat.stream import ContentDelta, ReasoningDelta
 from botpsy.chat.types import ToolCall
 from botpsy.output import emit, table
 from botpsy.runtime.backend import BackendOptions, ModelLoadError, SamplingConfig
-from botpsy.runtime.generate import LOOP_POLICIES, BudgetReached, Event, GenerateConfig, LoopDetected
+from botpsy.runtime.generate import CALL_THRESHOLD_HELP, LOOP_POLICIES, BudgetReached, Event, GenerateConfig, LoopDetected
 from botpsy.runtime.prefix_cache import PREFIX_DIR_HELP, prefix_state_dir
 from botpsy.world.registry import REGISTRY
 from botpsy.world.world import World
@@ -80,6 +80,7 @@ class ChatConfig:
     temperature: float = field(default=0.6, metadata={"help": "Sampling temperature (0 = greedy)."})
     sample_seed: int = field(default=0, metadata={"help": "Sampling seed."})
     constrain_calls: bool = field(default=True, metadata={"help": "Keep tool calls to the offered tools, their parameters and enum values (local backends; botpsy.chat.constrain)."})
+    call_threshold: float = field(default=0.0, metadata={"help": CALL_THRESHOLD_HELP})
     on_loop: str = field(default="recover", metadata={
         "help": "What the loop guard does when the model repeats itself.", "choices": list(LOOP_POLICIES)})
 
@@ -87,7 +88,8 @@ class ChatConfig:
 def agent_config(config: ChatConfig) -> AgentConfig:
     sampling = SamplingConfig(temperature=config.temperature, seed=config.sample_seed)
     generation = GenerateConfig(max_tokens=config.max_tokens, sampling=sampling, on_loop=config.on_loop,
-                                thinking_budget=config.thinking_budget, constrain_calls=config.constrain_calls)
+                                thinking_budget=config.thinking_budget, constrain_calls=config.constrain_calls,
+                                call_threshold=config.call_threshold)
     return AgentConfig(max_steps=config.max_steps, token_budget=config.token_budget,
                        enable_thinking=config.enable_thinking, generation=generation)
 
@@ -391,6 +393,7 @@ def with_mcp_tools(world: World, commands: list[str]):
 def main(config: ChatConfig) -> int:
     if config.json and config.request is None:
         raise ValueError("--json needs a request to run (one-shot mode)")
+    settings = agent_config(config)  # bad generation flags fail before the model loads
     try:
         options = BackendOptions(threads=config.threads, n_ctx=config.n_ctx,
                                  prefix_cache_dir=prefix_state_dir(config.prefix_cache_dir))
@@ -403,7 +406,7 @@ def main(config: ChatConfig) -> int:
         if config.mcp:
             world = with_mcp_tools(world, config.mcp)
         tools = world.tool_specs(config.tools or None) if not config.mcp else world.tool_specs()
-        agent = Agent(backend, world, agent_config(config), tools=tools)
+        agent = Agent(backend, world, settings, tools=tools)
         color = config.color == "always" or (config.color == "auto" and sys.stdout.isatty())
         style = Style(color=color)
         if config.request is not None:

@@ -25,6 +25,13 @@ instead: every token but one that opens a call, spelled out in pieces or not (a 
 on tool tasks otherwise answers an essay request with ``<tool_call>``). Whether to call, and which of the offered tools, stays the
 model's choice: the constraint only removes the options that could never be valid.
 
+A ``CallGate`` (``GenerateConfig.call_threshold``) adds one decision the model makes with a
+probability: whether to open the turn's first call at all. Before that first ``<tool_call>``, it
+is allowed only where the model puts at least the threshold on it among the tokens that are not
+whitespace; below it the model answers in text. A small model trained on tool tasks opens a call
+for nearly every request, and greedy decoding takes a call it gives 30% over an answer that
+spreads the rest over many first words.
+
 It works on text, so one object serves every backend whose vocabulary can be listed as strings:
 ``allowed_ids(text)`` gives the token ids allowed next (``None``: no constraint), which a backend
 turns into a logits mask before it samples. With a Qwen-style pre-tokenizer, tokens never cross
@@ -56,7 +63,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from botpsy.chat.parse import FUNCTION_CLOSE, PARAMETER_CLOSE
-from botpsy.chat.template import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from botpsy.chat.template import THINK_CLOSE, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 
 _PARAMETER_TAG = re.compile(r"<parameter=([^>\n]*)>")
 _TRAILING = ("\n", "\n\n", " ")  # whitespace a token may carry past the end of a target
@@ -104,6 +111,11 @@ class TokenTable:
         return self._call_free_after[started]
 
     @functools.cached_property
+    def space_ids(self) -> np.ndarray:
+        """Tokens made only of whitespace (a call gate leaves them out of its odds)."""
+        return np.array([i for i, text in enumerate(self.pieces) if text and not text.strip()], dtype=np.int64)
+
+    @functools.cached_property
     def number_candidates(self) -> list[int]:
         """Tokens made only of characters a number value and its close can have."""
         return [i for i, text in enumerate(self.pieces) if text and set(text) <= _NUMBER_CHARS]
@@ -133,8 +145,9 @@ def outside(allowed: frozenset[int], size: int) -> np.ndarray:
 class CallConstraint:
     """Allowed next tokens inside a tool call, for one prompt's offered ``tools`` (see the module docstring)."""
 
-    def __init__(self, tools: Iterable[dict], table: TokenTable) -> None:
+    def __init__(self, tools: Iterable[dict], table: TokenTable, gate: "CallGate | None" = None) -> None:
         self.table = table
+        self.gate = gate
         self.tools: dict[str, dict] = {}
         for tool in tools or []:
             fn = tool.get("function", tool)
@@ -146,10 +159,14 @@ class CallConstraint:
         if not written:
             return self
         bound = CallConstraint.__new__(CallConstraint)
-        bound.table, bound.tools, bound.written = self.table, self.tools, self.written + written
+        bound.table, bound.tools, bound.gate, bound.written = self.table, self.tools, self.gate, self.written + written
         return bound
 
     written = ""  # text of the turn generated before the stream this constraint is handed to
+
+    def gate_at(self, text: str) -> "CallGate | None":
+        """The call gate, when it decides the next token after the turn's generated ``text``."""
+        return self.gate if self.gate is not None and self.gate.active(self.written + text) else None
 
     def allowed_ids(self, text: str) -> set[int] | None:
         """Token ids that may come next after the turn's generated ``text``; None when unconstrained."""
@@ -236,6 +253,59 @@ class NoCallConstraint:
         if not started or len(started) == len(_CALL_MARK) or not _CALL_MARK.startswith(started):
             return self.table.call_free_ids
         return self.table.call_free_ids_after(started)
+
+
+class CallGate:
+    """Open a turn's first tool call only when the model gives it at least ``threshold`` of the
+    probability of the tokens that are not whitespace; below, the call token is masked and the
+    model answers in text. Once a call is open, or after the reasoning has produced one, later
+    calls of the turn (a parallel call) are the model's as usual.
+
+    ``thinking``: the turn opens in reasoning, so the gate waits for ``</think>``. ``vetoes``
+    counts the positions where the call was the most likely token and was masked (shared by
+    every stream of the turn, as ``CallConstraint.after`` copies keep the same gate).
+
+    >>> table = TokenTable(["<tool_call>", "Sorry", " I", "\\n\\n"])
+    >>> gate = CallGate(table, threshold=0.5, thinking=False)
+    >>> gate.active(""), gate.active("<tool_call>\\n<function=f>"), gate.active("Hi")
+    (True, False, True)
+    >>> gate.should_mask(np.log(np.array([0.4, 0.3, 0.3, 1e-9]))), gate.vetoes
+    (True, 1)
+    >>> gate.should_mask(np.log(np.array([0.3, 0.2, 1e-9, 0.5])))  # 0.3 of the 0.5 that is not whitespace
+    False
+    """
+
+    def __init__(self, table: TokenTable, threshold: float, thinking: bool) -> None:
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"a call threshold must be in (0, 1], got {threshold}")
+        self.call_ids = np.array(table.ids(TOOL_CALL_OPEN), dtype=np.int64)
+        self.space_ids = table.space_ids
+        self.threshold, self.thinking = threshold, thinking
+        self.vetoes = 0
+
+    def active(self, text: str) -> bool:
+        """Whether the next token after the turn's ``text`` may open the turn's first call."""
+        if self.thinking:
+            if THINK_CLOSE not in text:
+                return False
+            text = text[text.rindex(THINK_CLOSE):]
+        return TOOL_CALL_OPEN not in text and len(self.call_ids) > 0
+
+    def should_mask(self, logits: np.ndarray) -> bool:
+        """Whether the call tokens must be masked at a position with these ``logits`` (a
+        vocabulary-sized array; -inf where already masked)."""
+        top = float(np.max(logits))
+        if not np.isfinite(top):
+            return False
+        weights = np.exp(logits.astype(np.float64) - top)
+        total = float(weights.sum())
+        spaces = float(weights[self.space_ids[self.space_ids < len(weights)]].sum())
+        call = float(weights[self.call_ids[self.call_ids < len(weights)]].sum())
+        if call >= self.threshold * max(total - spaces, 1e-300):
+            return False
+        if call > 0 and np.max(logits[self.call_ids]) >= top:
+            self.vetoes += 1
+        return True
 
 
 FREE_VALUE = "free"  # ``targets`` of a free-text value: any token without a tag

@@ -44,6 +44,7 @@ from botpsy.eval import metrics
 from botpsy.eval.suites import SUITES, Item, RunSettings, SuiteOptions, headline
 from botpsy.output import emit
 from botpsy.runtime.backend import Backend, BackendError, BackendOptions, ModelLoadError
+from botpsy.runtime.generate import CALL_THRESHOLD_HELP
 
 QUANT_FILES = {"bf16": "bf16", "q8_0": "q8_0", "q4_k_m": "q4_k_m"}  # label -> file-name marker
 
@@ -89,6 +90,7 @@ class EvalConfig:
     calls_need_tools: bool = field(default=False, metadata={
         "help": "A turn offered no tools (IFEval, IFBench) cannot open a tool call, as in `botpsy chat` and "
                 "`serve`; off by default, so the evaluation reads the model's own choice."})
+    call_threshold: float = field(default=0.0, metadata={"help": CALL_THRESHOLD_HELP + " botpsy's format only."})
     chat_format: str = field(default="auto", metadata={
         "help": "Prompt and parse format: 'botpsy' (the Qwen3.5 wire format botpsy trains), 'native' (each model's own "
                 "chat template from its GGUF, calls read leniently: fair baselines for pretrained models), or 'auto' "
@@ -172,7 +174,8 @@ def settings_of(config: EvalConfig, chat_format: str = "botpsy") -> RunSettings:
     return RunSettings(max_tokens=config.max_tokens, thinking_budget=config.thinking_budget,
                        enable_thinking=config.enable_thinking, max_turns=config.max_turns,
                        token_budget=config.token_budget, constrain_calls=config.constrain_calls,
-                       calls_need_tools=config.calls_need_tools, chat_format=chat_format)
+                       calls_need_tools=config.calls_need_tools, call_threshold=config.call_threshold,
+                       chat_format=chat_format)
 
 
 def chat_format_for(backend: Backend, wanted: str) -> str:
@@ -250,6 +253,8 @@ def run_fingerprint(model: str, settings: RunSettings, constrained: bool, legacy
     fields = dict(vars(settings), constrain_calls=constrained)
     if not (fields.get("calls_need_tools") and constrained):  # off, or never applied (HTTP, native, unconstrained):
         fields.pop("calls_need_tools", None)  # the stamps of older records stay as they were
+    if not (fields.get("call_threshold") and constrained and settings.chat_format == "botpsy"):
+        fields.pop("call_threshold", None)  # likewise: off, or never applied
     weights = legacy_model_fingerprint(model) if legacy else model_fingerprint(model)
     return weights + "|" + json.dumps(fields, sort_keys=True)
 
@@ -393,6 +398,8 @@ def main(config: EvalConfig) -> int:
     pairs = resolve_models(config)
     if config.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
+    if not 0.0 <= config.call_threshold <= 1.0:
+        raise ConfigError(f"--call-threshold must be between 0 and 1, got {config.call_threshold}")
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     save_config(config, out / "config.json")

@@ -53,6 +53,7 @@ def generation_record(result: Any) -> dict[str, Any]:
         "reasoning_tokens": result.reasoning_tokens,
         "ttft_ms": round(result.ttft_ms, 2),
         "total_ms": round(result.total_ms, 2),
+        **({"call_vetoes": result.call_vetoes} if getattr(result, "call_vetoes", 0) else {}),
     }
 
 

@@ -50,12 +50,13 @@ class RunSettings:
     # A turn offered no tools cannot open a call, as in chat and serve. Off by default: the
     # evaluation reads the model's own choice (and records made before it existed stay valid).
     calls_need_tools: bool = False
+    call_threshold: float = 0.0  # the call gate (GenerateConfig.call_threshold); 0 = off
 
     def generation(self) -> GenerateConfig:
         return GenerateConfig(max_tokens=self.max_tokens, sampling=SamplingConfig(temperature=0.0),
                               on_loop="observe", thinking_budget=self.thinking_budget,
                               constrain_calls=self.constrain_calls and self.chat_format == "botpsy",
-                              calls_need_tools=self.calls_need_tools,
+                              calls_need_tools=self.calls_need_tools, call_threshold=self.call_threshold,
                               chat_format=self.chat_format)
 
     def chat_format_of(self, backend: Backend):

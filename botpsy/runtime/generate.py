@@ -54,6 +54,9 @@ LOOP_POLICIES = ("stop", "recover", "resample", "observe")
 REASONING, ANSWER, INJECTED = "reasoning", "answer", "injected"
 # A sentence ends at . ! ? (not a decimal point or list number like "3.") or at a line break.
 _SENTENCE_END = re.compile(r"(?:(?<!\d)[.!?]|[。！？])[\"')\]]*\s*$|\n\s*$")
+CALL_THRESHOLD_HELP = ("Open a turn's first tool call only when the model gives it at least this probability (among "
+                       "tokens that are not whitespace); below, it answers in text. 0 = off; with constrained calls "
+                       "on a local backend (botpsy.chat.constrain.CallGate).")
 # What the token loop does for each loop action: keep going, or stop the stream to act on it.
 _STREAM_ACTIONS = {"observe": None, "recover": "close_reasoning", "stop": "stop", "resample": "resample"}
 
@@ -81,6 +84,7 @@ class GenerateConfig:
                 "and no closing before the required parameters (botpsy.chat.constrain; local backends only)."})
     calls_need_tools: bool = field(default=True, metadata={
         "help": "With constrain_calls, a turn offered no tools cannot open a tool call (its token is masked)."})
+    call_threshold: float = field(default=0.0, metadata={"help": CALL_THRESHOLD_HELP})
     chat_format: str = field(default="botpsy", metadata={
         "help": "How the output is read: botpsy's Qwen3.5 wire format, or 'native' (a base model in its own "
                 "template: calls read leniently, no reasoning block, no constraint; botpsy.chat.native).",
@@ -91,6 +95,8 @@ class GenerateConfig:
             raise ValueError(f"on_loop must be one of {LOOP_POLICIES}, got {self.on_loop!r}")
         if self.max_tokens < 1 or self.thinking_budget < 0 or self.budget_slack < 0 or self.max_resamples < 0:
             raise ValueError("max_tokens must be positive; thinking_budget, budget_slack, max_resamples >= 0")
+        if not 0.0 <= self.call_threshold <= 1.0:
+            raise ValueError(f"call_threshold must be in [0, 1], got {self.call_threshold}")
 
 
 @dataclass
@@ -121,6 +127,7 @@ class GenerationResult:
     total_ms: float = 0.0
     cache_hit: bool = False
     backend_calls: int = 0
+    call_vetoes: int = 0  # positions where the call gate masked a call the model ranked first
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -203,10 +210,12 @@ class _Turn:
         self.sampling = config.sampling
         self.constraint = None
         if config.constrain_calls and backend.supports_constraint and not self.native:
-            from botpsy.chat.constrain import CallConstraint, NoCallConstraint
+            from botpsy.chat.constrain import CallConstraint, CallGate, NoCallConstraint
 
             if tools:
-                self.constraint = CallConstraint(tools, backend.token_table())
+                table = backend.token_table()
+                gate = CallGate(table, config.call_threshold, self.thinking) if config.call_threshold else None
+                self.constraint = CallConstraint(tools, table, gate=gate)
             elif config.calls_need_tools:
                 self.constraint = NoCallConstraint(backend.token_table())
         self.tokens: list[_Token] = []
@@ -373,4 +382,5 @@ class _Turn:
             prefill_ms=info.prefill_ms, decode_ms=decode_s * 1000,
             decode_tokens_per_s=(self.sampled - 1) / decode_s if decode_s > 0 and self.sampled > 1 else 0.0,
             total_ms=(end - start) * 1000, cache_hit=info.cache_hit, backend_calls=self.calls,
+            call_vetoes=getattr(getattr(self.constraint, "gate", None), "vetoes", 0),
         )

@@ -80,11 +80,16 @@ class HFBackend(Backend):
         info.prompt_tokens, info.prefill_ms = len(ids), (time.perf_counter() - start) * 1000
         history, pending = list(ids), []  # pending: ids of a character not yet complete
         generated = ""
+        gate_at = getattr(constraint, "gate_at", None)
         for step in range(max_tokens):
             logits = out.logits[0, -1].float()
             allowed = constraint.allowed_ids(generated) if constraint is not None else None
             if allowed:
                 logits = mask_logits(logits, allowed)
+            gate = gate_at(generated) if gate_at is not None else None
+            if gate is not None and gate.should_mask(logits.numpy()):
+                logits = logits.clone()
+                logits[torch.from_numpy(gate.call_ids)] = float("-inf")
             token = sample_token(logits, sampling, history, generator)
             history.append(token)
             end = token in self.end_ids

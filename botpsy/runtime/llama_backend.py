@@ -285,11 +285,17 @@ class LlamaBackend(Backend):
         sample, ctx, piece = llama_cpp.llama_sampler_sample, self._ctx, self.piece
         decoder = Utf8Decoder()
         generated = ""
+        gate_at = getattr(constraint, "gate_at", None)
         try:
             for step in range(max_tokens):
                 allowed = constraint.allowed_ids(generated) if constraint is not None else None
                 if allowed:
                     self._mask_logits(allowed)
+                gate = gate_at(generated) if gate_at is not None else None
+                if gate is not None:
+                    logits = self._logits()
+                    if gate.should_mask(logits):
+                        logits[gate.call_ids] = -np.inf
                 token = sample(sampler, ctx, -1)
                 last = step == max_tokens - 1
                 end = self.is_end_of_generation(token)
@@ -384,8 +390,11 @@ class LlamaBackend(Backend):
     def _mask_logits(self, allowed: set[int]) -> None:
         """Set every logit outside ``allowed`` to -inf in the context's own buffer, which the
         sampler chain reads next (so penalties, top-k/p and temperature apply as usual)."""
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self.n_vocab,))
-        mask_outside(logits, allowed)
+        mask_outside(self._logits(), allowed)
+
+    def _logits(self) -> np.ndarray:
+        """The last evaluated token's logits: a view of the context's own buffer (writes reach the sampler)."""
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self.n_vocab,))
 
     # -- the context's state ---------------------------------------------------------------
 

@@ -101,7 +101,7 @@ class Confirmations:
 def agent_config(request: ChatRequest, settings: AssistantSettings, options: TurnOptions) -> AgentConfig:
     generation = GenerateConfig(max_tokens=request.max_tokens, sampling=request.sampling, on_loop=request.on_loop,
                                 loop_guard=options.loop_guard, thinking_budget=request.thinking_budget,
-                                constrain_calls=options.constrain_calls)
+                                constrain_calls=options.constrain_calls, call_threshold=request.call_threshold)
     return AgentConfig(max_steps=settings.max_steps, token_budget=settings.token_budget,
                        enable_thinking=request.enable_thinking, generation=generation)
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from botpsy.config import ConfigError
 from botpsy.runtime.backend import BackendOptions, ModelLoadError, SamplingConfig
-from botpsy.runtime.generate import LOOP_POLICIES
+from botpsy.runtime.generate import CALL_THRESHOLD_HELP, LOOP_POLICIES
 from botpsy.runtime.prefix_cache import PREFIX_DIR_HELP, prefix_state_dir
 from botpsy.serve.app import ServerState, create_app
 from botpsy.serve.assistant import AssistantSettings
@@ -65,6 +65,7 @@ class ServeConfig:
     on_loop: str = field(default="recover", metadata={
         "help": "What the loop guard does, when a request does not say.", "choices": list(LOOP_POLICIES)})
     constrain_calls: bool = field(default=True, metadata={"help": "Keep tool calls to the offered tools, their parameters and enum values."})
+    call_threshold: float = field(default=0.0, metadata={"help": CALL_THRESHOLD_HELP + " When a request does not say."})
     max_queue: int = field(default=64, metadata={"help": "Requests that may wait for the model; more get HTTP 429."})
     max_body_kb: int = field(default=4096, metadata={"help": "Largest request body in KiB; larger gets HTTP 413."})
     seed: int = field(default=0, metadata={"help": "Seed of a newly created device database."})
@@ -87,7 +88,8 @@ def build_state(config: ServeConfig, backend) -> ServerState:
         host = ToolHost(open_world(config.db, config.seed, []), [McpToolSource(cmd) for cmd in config.mcp])
     defaults = Defaults(max_tokens=min(config.max_tokens, config.max_tokens_limit),
                         thinking_budget=config.thinking_budget, enable_thinking=config.enable_thinking,
-                        on_loop=config.on_loop, sampling=SamplingConfig(temperature=config.temperature))
+                        on_loop=config.on_loop, sampling=SamplingConfig(temperature=config.temperature),
+                        call_threshold=config.call_threshold)
     return ServerState(
         backend=backend, model_id=config.model_name or Path(config.model.removeprefix("scripted:")).stem,
         slot=FairSlot(config.max_queue), defaults=defaults, options=TurnOptions(constrain_calls=config.constrain_calls),
@@ -100,6 +102,8 @@ def main(config: ServeConfig) -> int:
 
     from botpsy.agent.backends import open_backend
 
+    if not 0.0 <= config.call_threshold <= 1.0:
+        raise ConfigError(f"--call-threshold must be between 0 and 1, got {config.call_threshold}")
     try:
         options = BackendOptions(threads=config.threads, n_ctx=config.n_ctx,
                                  prefix_cache_dir=prefix_state_dir(config.prefix_cache_dir))

@@ -9,7 +9,8 @@ offered, an option botpsy does not support (``n > 1``, ``logprobs``, JSON mode).
 Beside the standard fields a request may carry botpsy's own (the ``openai`` client sends them
 with ``extra_body``): ``thinking_budget`` (reasoning tokens before the reasoning is closed),
 ``enable_thinking`` (also read from ``chat_template_kwargs``), ``on_loop`` (what the loop guard
-does), ``top_k``, ``min_p``, ``repeat_penalty``.
+does), ``call_threshold`` (open a first tool call only when the model gives it at least this
+probability; 0 = off), ``top_k``, ``min_p``, ``repeat_penalty``.
 
 Example::
 
@@ -72,6 +73,7 @@ class Defaults:
     enable_thinking: bool = True
     on_loop: str = "recover"
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    call_threshold: float = 0.0
 
 
 @dataclass
@@ -91,6 +93,7 @@ class ChatRequest:
     enable_thinking: bool
     on_loop: str
     model: str = ""
+    call_threshold: float = 0.0
 
 
 @dataclass
@@ -138,7 +141,8 @@ def parse_chat(body: dict[str, Any], limits: ServeLimits, defaults: Defaults) ->
         stop=_stops(body.get("stop")),
         thinking_budget=_int(body, "thinking_budget", defaults.thinking_budget, low=0),
         enable_thinking=_as_bool(thinking, "enable_thinking"), on_loop=_on_loop(body, defaults),
-        model=str(body.get("model") or ""))
+        model=str(body.get("model") or ""),
+        call_threshold=_number(body, "call_threshold", defaults.call_threshold, 0.0, 1.0))
 
 
 def parse_completion(body: dict[str, Any], limits: ServeLimits, defaults: Defaults) -> CompletionRequest:

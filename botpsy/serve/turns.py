@@ -147,7 +147,8 @@ def chat_job(request: ChatRequest, plan: TurnPlan, options: TurnOptions) -> Call
     """The work of one model-mode chat request (rendered by ``plan_turn``), to run in a worker thread."""
     config = GenerateConfig(max_tokens=request.max_tokens, sampling=request.sampling, on_loop=request.on_loop,
                             loop_guard=options.loop_guard, thinking_budget=request.thinking_budget,
-                            thinking=plan.thinking, constrain_calls=options.constrain_calls)
+                            thinking=plan.thinking, constrain_calls=options.constrain_calls,
+                            call_threshold=request.call_threshold)
 
     def job(emit: Emit, backend: SlotBackend) -> None:
         if plan.prefill and options.constrain_calls:

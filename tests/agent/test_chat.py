@@ -69,6 +69,14 @@ def test_one_shot_declines_sensitive_calls_unless_yes(tmp_path, capsys, yes):
     assert (state(db) == before) is not yes
 
 
+def test_the_call_threshold_reaches_generation_and_a_bad_one_fails_before_the_model_loads(tmp_path):
+    from botpsy.agent.chat import agent_config
+
+    assert agent_config(ChatConfig(call_threshold=0.5)).generation.call_threshold == 0.5
+    with pytest.raises(ValueError, match="call_threshold"):
+        main(ChatConfig(request="hi", model=str(tmp_path / "none.gguf"), call_threshold=1.5))
+
+
 def test_missing_and_corrupt_models_get_a_clear_message(tmp_path, capsys):
     assert main(ChatConfig(request="hi", model=str(tmp_path / "none.gguf"), db=str(tmp_path / "d.sqlite"))) == 2
     assert "does not exist" in capsys.readouterr().err

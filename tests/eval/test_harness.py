@@ -4,6 +4,7 @@ backend failures, the quantization gate; and one slow run on a tiny GGUF."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -303,6 +304,14 @@ def test_records_made_with_other_generation_settings_are_set_aside(tmp_path):
     # where nothing is masked (an endpoint, a native template) the setting changes nothing, nor the stamp
     unmasked = harness.run_fingerprint(str(model), RunSettings(max_tokens=128), False)
     assert harness.run_fingerprint(str(model), RunSettings(max_tokens=128, calls_need_tools=True), False) == unmasked
+    # The call gate likewise: off, older stamps match; on, new records; never applied, the same stamp.
+    assert "call_threshold" not in plain
+    gated = harness.run_fingerprint(str(model), RunSettings(max_tokens=128, call_threshold=0.5), True)
+    assert gated != plain and '"call_threshold": 0.5' in gated
+    assert harness.run_fingerprint(str(model), RunSettings(max_tokens=128, call_threshold=0.5), False) == unmasked
+    native = RunSettings(max_tokens=128, chat_format="native")
+    assert harness.run_fingerprint(str(model), replace(native, call_threshold=0.5), True) == \
+        harness.run_fingerprint(str(model), native, True)
 
 
 def test_from_records_summarizes_without_a_model_and_keeps_other_settings(tmp_path, device_tasks, capsys):

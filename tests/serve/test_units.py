@@ -11,7 +11,7 @@ import pytest
 from botpsy.runtime import loopguard
 from botpsy.serve import protocol, turns
 from botpsy.serve.engine import FairSlot, QueueFull
-from botpsy.serve.protocol import ChatRequest, Defaults, ServeLimits, parse_chat
+from botpsy.serve.protocol import APIError, ChatRequest, Defaults, ServeLimits, parse_chat
 from botpsy.serve.responses import ChatCollector, ChatStream
 from botpsy.serve.turns import CallOut, Delta, Finish, StopFilter, plan_turn
 from tests.serve.conftest import sse_payloads
@@ -79,6 +79,20 @@ def test_requests_take_defaults_and_botpsy_extensions():
     developer = parse_chat({"messages": [{"role": "developer", "content": "Be brief."},
                                          {"role": "user", "content": "hi"}]}, ServeLimits(), Defaults())
     assert developer.messages[0]["role"] == "system"
+
+
+def test_a_call_threshold_per_request_reaches_the_turn_and_the_assistant():
+    from botpsy.serve.assistant import AssistantSettings, agent_config
+    from botpsy.serve.turns import TurnOptions
+
+    assert request().call_threshold == 0.0
+    assert parse_chat({"messages": [{"role": "user", "content": "hi"}]}, ServeLimits(),
+                      Defaults(call_threshold=0.4)).call_threshold == 0.4  # `serve --call-threshold`
+    gated = request(call_threshold=0.5)
+    assert agent_config(gated, AssistantSettings(), TurnOptions()).generation.call_threshold == 0.5
+    for bad in (1.5, -0.1, "high", True):
+        with pytest.raises(APIError, match="call_threshold must be a number between 0.0 and 1.0"):
+            request(call_threshold=bad)
 
 
 def test_forced_tool_choice_renders_the_start_of_the_call_without_reasoning():

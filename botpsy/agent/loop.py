@@ -206,7 +206,8 @@ def model_turn(backend: Backend, messages: list[dict], tools: list[dict], config
         reasoning_tokens=result.reasoning_tokens, loop_events=result.loop_events, budget_hit=result.budget_hit,
         cache_hit=result.cache_hit, render_ms=round(render_ms, 3), ttft_ms=round(result.ttft_ms, 3),
         prefill_ms=round(result.prefill_ms, 3), decode_ms=round(result.decode_ms, 3),
-        total_ms=round(result.total_ms, 3), decode_tokens_per_s=round(result.decode_tokens_per_s, 2))
+        total_ms=round(result.total_ms, 3), decode_tokens_per_s=round(result.decode_tokens_per_s, 2),
+        call_vetoes=result.call_vetoes)
     return step, result
 
 

@@ -64,6 +64,7 @@ class ModelStep(_Record):
     decode_ms: float = 0.0
     total_ms: float = 0.0  # the generation, first token to last, tokenizing included
     decode_tokens_per_s: float = 0.0
+    call_vetoes: int = 0  # calls the call gate masked where the model ranked them first
 
 
 @dataclass

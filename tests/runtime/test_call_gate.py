@@ -105,3 +105,27 @@ def test_generate_asks_the_gate_only_where_the_answer_may_open_a_call(llama_f32,
     assert result.call_vetoes == 0
     plain = generate(llama_f32, prompt, GenerateConfig(max_tokens=6, sampling=GREEDY), tools=TOOLS, cache_prefix=prefix)
     assert plain.text == result.text  # a call it never favoured: the gate changes nothing
+
+
+@pytest.mark.slow
+def test_an_agent_step_records_the_vetoes(llama_f32, monkeypatch):
+    """The agent's model step carries the count, as the device suite's records keep it."""
+    from botpsy.agent.loop import AgentConfig, model_turn
+
+    messages = [{"role": "user", "content": "Set an alarm for 7:30."}]
+    config = AgentConfig(enable_thinking=False, generation=GenerateConfig(max_tokens=3, sampling=GREEDY))
+    plain, _ = model_turn(llama_f32, messages, TOOLS, config, 0, 3)
+    favourite = llama_f32.tokenize(plain.content)[0] if plain.content else None
+    if favourite is None:
+        pytest.skip("the tiny model's first token is not text here")
+
+    class AtFavourite(CallGate):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.call_ids = np.array([favourite])
+
+    monkeypatch.setattr("botpsy.chat.constrain.CallGate", AtFavourite)
+    gated = AgentConfig(enable_thinking=False,
+                        generation=GenerateConfig(max_tokens=3, sampling=GREEDY, call_threshold=1.0))
+    step, _ = model_turn(llama_f32, messages, TOOLS, gated, 0, 3)
+    assert plain.call_vetoes == 0 and step.call_vetoes >= 1 and step.to_dict()["call_vetoes"] == step.call_vetoes

@@ -297,13 +297,15 @@ class CallGate:
         top = float(np.max(logits))
         if not np.isfinite(top):
             return False
-        weights = np.exp(logits.astype(np.float64) - top)
-        total = float(weights.sum())
-        spaces = float(weights[self.space_ids[self.space_ids < len(weights)]].sum())
-        call = float(weights[self.call_ids[self.call_ids < len(weights)]].sum())
-        if call >= self.threshold * max(total - spaces, 1e-300):
+        size = len(logits)
+        calls, spaces = self.call_ids[self.call_ids < size], self.space_ids[self.space_ids < size]
+        if not len(calls):
             return False
-        if call > 0 and np.max(logits[self.call_ids]) >= top:
+        weights = np.exp(logits.astype(np.float64) - top)
+        call = float(weights[calls].sum())
+        if call >= self.threshold * max(float(weights.sum() - weights[spaces].sum()), 1e-300):
+            return False
+        if call > 0 and np.max(logits[calls]) >= top:
             self.vetoes += 1
         return True
 

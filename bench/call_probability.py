@@ -22,8 +22,6 @@ THRESHOLDS = (0.3, 0.5, 0.7, 0.9)
 
 
 def measure(model: str, out: Path, categories: list[str], limit: int, threads: int) -> None:
-    import numpy as np
-
     from botpsy.chat.constrain import CallGate
     from botpsy.chat.native import ChatFormat
     from botpsy.eval.bfcl import bfcl_items
@@ -46,10 +44,8 @@ def measure(model: str, out: Path, categories: list[str], limit: int, threads: i
             prompt, _ = ChatFormat.botpsy().prompt(item.messages, item.tools_at(0), False)
             backend._clear()
             backend._decode(backend.prompt_ids(prompt))
-            logits = backend._logits().astype(np.float64)
-            weights = np.exp(logits - logits.max())
-            rest = weights.sum() - weights[gate.space_ids].sum()
-            share = float(weights[gate.call_ids].sum() / rest)
+            logits = backend._logits()
+            share, _ = gate.call_share(logits)
             handle.write(json.dumps({"id": item.id, "category": item.category, "call_share": round(share, 5),
                                      "top": backend.piece(int(logits.argmax())).decode("utf-8", "replace")}) + "\n")
             handle.flush()

@@ -291,22 +291,28 @@ class CallGate:
             text = text[text.rindex(THINK_CLOSE):]
         return TOOL_CALL_OPEN not in text and len(self.call_ids) > 0
 
-    def should_mask(self, logits: np.ndarray) -> bool:
-        """Whether the call tokens must be masked at a position with these ``logits`` (a
-        vocabulary-sized array; -inf where already masked)."""
+    def call_share(self, logits: np.ndarray) -> tuple[float, bool] | None:
+        """(the call tokens' share of the probability not on whitespace, whether a call token is
+        the most likely) at a position with these ``logits`` (a vocabulary-sized array; -inf
+        where already masked); None when there is nothing to decide."""
         top = float(np.max(logits))
         if not np.isfinite(top):
-            return False
+            return None
         size = len(logits)
         calls, spaces = self.call_ids[self.call_ids < size], self.space_ids[self.space_ids < size]
         if not len(calls):
-            return False
+            return None
         weights = np.exp(logits.astype(np.float64) - top)
         call = float(weights[calls].sum())
-        if call >= self.threshold * max(float(weights.sum() - weights[spaces].sum()), 1e-300):
+        rest = max(float(weights.sum() - weights[spaces].sum()), 1e-300)
+        return call / rest, bool(call > 0 and np.max(logits[calls]) >= top)
+
+    def should_mask(self, logits: np.ndarray) -> bool:
+        """Whether the call tokens must be masked at a position with these ``logits``."""
+        odds = self.call_share(logits)
+        if odds is None or odds[0] >= self.threshold:
             return False
-        if call > 0 and np.max(logits[calls]) >= top:
-            self.vetoes += 1
+        self.vetoes += odds[1]
         return True
 
 

@@ -398,8 +398,7 @@ def main(config: EvalConfig) -> int:
     pairs = resolve_models(config)
     if config.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
-    if not 0.0 <= config.call_threshold <= 1.0:
-        raise ConfigError(f"--call-threshold must be between 0 and 1, got {config.call_threshold}")
+    settings_of(config).generation()  # bad generation settings fail before any model loads
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     save_config(config, out / "config.json")

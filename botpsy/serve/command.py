@@ -32,7 +32,7 @@ from pathlib import Path
 
 from botpsy.config import ConfigError
 from botpsy.runtime.backend import BackendOptions, ModelLoadError, SamplingConfig
-from botpsy.runtime.generate import CALL_THRESHOLD_HELP, LOOP_POLICIES
+from botpsy.runtime.generate import CALL_THRESHOLD_HELP, LOOP_POLICIES, GenerateConfig
 from botpsy.runtime.prefix_cache import PREFIX_DIR_HELP, prefix_state_dir
 from botpsy.serve.app import ServerState, create_app
 from botpsy.serve.assistant import AssistantSettings
@@ -102,8 +102,7 @@ def main(config: ServeConfig) -> int:
 
     from botpsy.agent.backends import open_backend
 
-    if not 0.0 <= config.call_threshold <= 1.0:
-        raise ConfigError(f"--call-threshold must be between 0 and 1, got {config.call_threshold}")
+    GenerateConfig(call_threshold=config.call_threshold)  # a bad value fails before the model loads
     try:
         options = BackendOptions(threads=config.threads, n_ctx=config.n_ctx,
                                  prefix_cache_dir=prefix_state_dir(config.prefix_cache_dir))

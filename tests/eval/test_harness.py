@@ -51,6 +51,12 @@ def run_cli(*args: str) -> int:
     return cli_main(["eval", *args])
 
 
+def test_bad_generation_settings_fail_before_anything_runs(tmp_path, capsys):
+    model = scripted_model(tmp_path / "m.json", ["Hi.<|im_end|>"])
+    assert run_cli("--suite", "device", "--model", model, "--out", str(tmp_path / "out"), "--call-threshold", "-1") == 2
+    assert "call_threshold must be in [0, 1]" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
 def test_two_models_side_by_side(tmp_path, device_tasks, capsys):
     tasks = [Task.from_json(line) for line in device_tasks.read_text().splitlines()]
     gold = scripted_model(tmp_path / "gold.json", [s for t in tasks for s in gold_scripts(t)])

@@ -62,3 +62,9 @@ def test_botpsy_serve_process_answers_the_openai_client(serve_gguf, tmp_path):
 def test_botpsy_serve_refuses_a_missing_model(tmp_path, capsys):
     assert cli_main(["serve", "--model", str(tmp_path / "missing.gguf")]) == 2
     assert "missing.gguf" in capsys.readouterr().err
+
+
+def test_botpsy_serve_refuses_a_bad_call_threshold_before_loading_a_model(tmp_path, capsys):
+    assert cli_main(["serve", "--call-threshold", "2", "--model", str(tmp_path / "missing.gguf")]) == 2
+    err = capsys.readouterr().err
+    assert "call_threshold must be in [0, 1]" in err and "missing.gguf" not in err

@@ -70,6 +70,7 @@ class TeachersConfig:
     teacher_endpoint: list[str] = field(default_factory=list, metadata={"help": "GROUP=URL: that group's teacher is an OpenAI-compatible server (e.g. vLLM at http://host:8000/v1) returning prompt log-probs."})
     endpoint_model: str | None = field(default=None, metadata={"help": "Model name sent to endpoint teachers (vLLM's --served-model-name)."})
     endpoint_top_k: int = field(default=20, metadata={"help": "Top-K log-probs requested per token from endpoint teachers."})
+    own_template: list[str] = field(default_factory=list, metadata={"help": "GROUP: that group's local teacher, used as it is (--steps 0), scores the student's answers after the prompt rendered in its own chat template rather than botpsy's (a base model teaching plain answers, e.g. general=qwen2.5-coder-1.5b; the group's prompts must have thinking off and no tools). Repeat for several groups."})
     rehearsal: float = field(default=0.0, metadata={"help": "Share of each local teacher's training examples drawn from the other groups (seeded), so it keeps what the student does elsewhere; 0: its group alone."})
     eval_examples: int = field(default=24, metadata={"help": "Dev examples of its own group on which each local teacher's first turn is scored (rollout.first_turn_accuracy)."})
     eval_other: bool = field(default=True, metadata={"help": "Also score each local teacher and the student on as many dev examples of the other groups (what the teacher kept elsewhere)."})
@@ -203,6 +204,12 @@ def main(config: TeachersConfig) -> int:
     both = sorted(set(inits) & set(endpoints))
     if both:
         raise ValueError(f"groups {both} have both --teacher-init and --teacher-endpoint; give one")
+    own = set(config.own_template)
+    if own - set(groups) or own & set(endpoints):
+        raise ValueError(f"--own-template {sorted(own)}: each must be one of --groups {','.join(groups)} with a local teacher")
+    if own and config.steps > 0:
+        raise ValueError("--own-template takes a teacher as it is: give --steps 0 (a teacher trained here learns "
+                         "botpsy's template, so it should read prompts in that one)")
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     save_config(config, out / "config.json")
@@ -219,11 +226,12 @@ def main(config: TeachersConfig) -> int:
         folder = out / group
         record = teachers.get(group, {})
         init = inits.get(group, config.init)
+        template = "own" if group in own else "botpsy"
         if record.get("kind") == "local" and record.get("init") == init and "dev_call" in record and \
-                (config.steps == 0 or is_finished(folder, group, config.steps, config.rehearsal)):
+                record.get("template", "botpsy") == template and (config.steps == 0 or is_finished(folder, group, config.steps, config.rehearsal)):
             print(f"[teachers] {group}: finished, skipped")
             continue
-        record = train_teacher(config, group, init, folder)
+        record = {**train_teacher(config, group, init, folder), "template": template}
         rows, others = split_by_group(dev_rows, group), other_groups(dev_rows, group)
         teacher = load_checkpoint(record["path"], dtype=config.dtype)
         record["dev_call"] = dev_accuracy(teacher, rows, config)
@@ -267,20 +275,81 @@ class TeacherScores:
         return self.ids is not None
 
 
+def chatml_messages(prompt: str) -> list[dict]:
+    r"""The messages of a rendered prompt without tools or reasoning, for a teacher that reads its own template.
+
+    botpsy's wire format is ChatML with Qwen3.5's think blocks. A thinking-off prompt without
+    tools is therefore plain ChatML turns and then an assistant turn opened by an empty think
+    block; a base model that never saw think blocks writes oddities after one (the 1.5B opens its
+    answer with ``<answer>``), so it should score the same completion after the same turns in its
+    own template. Prompts with tools or with reasoning on are refused: they have no faithful rendering
+    in a template that lacks botpsy's call format or think blocks.
+
+    >>> chatml_messages("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    [{'role': 'user', 'content': 'Hi'}]
+    """
+    from botpsy.chat.template import (
+        IM_END,
+        IM_START,
+        THINK_CLOSE,
+        THINK_OPEN,
+        TOOLS_HEADER,
+    )
+
+    opening = f"{IM_START}assistant\n{THINK_OPEN}\n\n{THINK_CLOSE}\n\n"
+    if not prompt.endswith(opening):
+        raise ValueError("a teacher in its own template scores answers only: its group's prompts must have thinking off "
+                         f"(end with an empty think block); this one ends {prompt[-60:]!r}")
+    if TOOLS_HEADER in prompt:
+        raise ValueError("a teacher in its own template cannot read botpsy's tool declarations: give its group prompts "
+                         "without tools")
+    messages = []
+    for block in prompt[: -len(opening)].split(IM_START)[1:]:
+        head, sep, rest = block.partition("\n")
+        content, closed, tail = rest.partition(IM_END)
+        if not sep or not closed or tail.strip():
+            raise ValueError(f"not a ChatML turn: {block[:80]!r}")
+        if head == "assistant" and content.startswith(THINK_OPEN):  # an earlier turn's (empty) reasoning
+            content = content.partition(THINK_CLOSE)[2].lstrip("\n")
+        messages.append({"role": head, "content": content})
+    if not messages:
+        raise ValueError("the prompt has no turns before the assistant's")
+    return messages
+
+
 class LocalTeacher:
-    """A checkpoint in this process; scores completions with one no-grad forward."""
+    """A checkpoint in this process; scores completions with one no-grad forward.
+
+    ``own_template``: the completions are scored after the prompt rendered in the teacher's own chat
+    template (``chatml_messages``, then its tokenizer's template) rather than in botpsy's, for a
+    base model asked to teach plain answers. The completion tokens are the student's either way,
+    so the distributions still line up token for token.
+    """
 
     kind = "local"
 
-    def __init__(self, group: str, path: str, model, tokenizer):
+    def __init__(self, group: str, path: str, model, tokenizer, own_template: bool = False):
         self.group, self.path, self.model, self.tokenizer = group, path, model.eval(), tokenizer
+        self.own_template, self.prompts = own_template, {}
         for p in self.model.parameters():
             p.requires_grad_(False)
 
+    def own_prompt_ids(self, prompt_ids: list[int]) -> list[int]:
+        key = tuple(prompt_ids)
+        if key not in self.prompts:
+            messages = chatml_messages(self.tokenizer.decode(prompt_ids, skip_special_tokens=False))
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            self.prompts[key] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.prompts[key]
+
     @torch.no_grad()
     def score(self, samples, pad_id: int) -> TeacherScores:
+        from dataclasses import replace
+
         from botpsy.train.rollout import score_completions
 
+        if self.own_template:
+            samples = [replace(s, prompt_ids=self.own_prompt_ids(s.prompt_ids)) for s in samples]
         return TeacherScores(logprobs=torch.log_softmax(score_completions(self.model, samples, pad_id).logits, dim=-1))
 
     def to(self, device) -> LocalTeacher:
@@ -396,5 +465,10 @@ def load_teachers(manifest_path: str | Path, groups: list[str], student_tokenize
                 f"{len(ckpt.tokenizer)} tokens, {width} logits; student: {len(student_tokenizer)} tokens, "
                 f"{student_vocab_size} logits); MOPD compares distributions token by token, so teachers must share "
                 f"the student's tokenizer")
-        teachers[group] = LocalTeacher(group, record["path"], ckpt.model, ckpt.tokenizer)
+        if record.get("template", "botpsy") not in ("botpsy", "own"):
+            raise ValueError(f"the {group} teacher's template {record['template']!r} in {path} is neither 'botpsy' nor 'own'")
+        if record.get("template") == "own" and not ckpt.tokenizer.chat_template:
+            raise ValueError(f"the {group} teacher at {record['path']} should read prompts in its own template, but its "
+                             "tokenizer has no chat template")
+        teachers[group] = LocalTeacher(group, record["path"], ckpt.model, ckpt.tokenizer, record.get("template") == "own")
     return teachers

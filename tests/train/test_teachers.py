@@ -1,22 +1,28 @@
 """`botpsy teachers`: one teacher per group, the manifest, skipping finished teachers, endpoint
-teachers scored through a fake OpenAI-compatible server, and clear errors for unusable teachers."""
+teachers scored through a fake OpenAI-compatible server, a teacher that reads prompts in its own
+chat template, and clear errors for unusable teachers."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import torch
 
+from botpsy.chat.template import render
+from botpsy.train.rollout import Sample, turn_prompts
 from botpsy.train.teachers import (
     EndpointTeacher,
     LocalTeacher,
     TeachersConfig,
+    chatml_messages,
     load_teachers,
     main,
 )
+from tests.chat.conversations import WEATHER, S, U
 from tests.train.test_rollout import build_trained, chat_examples, trained_student  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
@@ -86,6 +92,72 @@ def test_teacher_init_with_zero_steps_uses_the_checkpoint_as_is(trained_student,
         run_teachers(trained_student, data_dir, tmp_path / "t", teacher_init=["personal"])
     with pytest.raises(ValueError, match="not one of --groups"):
         run_teachers(trained_student, data_dir, tmp_path / "t", teacher_init=[f"commerce={trained_student}"])
+
+
+# A base model's own template: plain ChatML with a default system prompt, no think blocks.
+BASE_TEMPLATE = ("{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are a base model.<|im_end|>\n{% endif %}"
+                 "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def test_chatml_messages_reads_back_thinking_off_prompts_and_refuses_the_rest():
+    messages = [S("Be brief."), U("Name a colour."), {"role": "assistant", "content": "Blue."}, U("Another, in capitals.")]
+    prompt = render(messages, [], add_generation_prompt=True, enable_thinking=False)
+    assert chatml_messages(prompt) == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."},
+                                       {"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Another, in capitals."}]
+    with pytest.raises(ValueError, match="thinking off"):
+        chatml_messages(render(messages[:2], [], add_generation_prompt=True, enable_thinking=True))
+    with pytest.raises(ValueError, match="without tools"):
+        chatml_messages(render(messages[:2], [WEATHER], add_generation_prompt=True, enable_thinking=False))
+    with pytest.raises(ValueError, match="not a ChatML turn"):
+        chatml_messages("<|im_start|>user Hi<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def test_an_own_template_teacher_scores_the_students_tokens_after_its_own_prompt(trained_student, tmp_path):  # noqa: F811
+    from botpsy.model.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(trained_student)
+    ckpt.tokenizer.chat_template = BASE_TEMPLATE
+    tokenizer = ckpt.tokenizer
+    prompt = turn_prompts({"thinking": False, "messages": [U("weather in Oslo?"), {"role": "assistant", "content": "Cold."}], "tools": []})[0]
+    own_text = "<|im_start|>system\nYou are a base model.<|im_end|>\n<|im_start|>user\nweather in Oslo?<|im_end|>\n<|im_start|>assistant\n"
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
+    completion = encode("Cold.<|im_end|>")
+    sample = Sample(prompt_ids=encode(prompt), completion_ids=completion, text="Cold.", finished=True)
+    own = LocalTeacher("general", "x", ckpt.model, tokenizer, own_template=True)
+    plain = LocalTeacher("general", "x", ckpt.model, tokenizer)
+    assert own.own_prompt_ids(sample.prompt_ids) == encode(own_text)
+    scored = own.score([sample], tokenizer.pad_token_id).logprobs
+    expected = plain.score([Sample(encode(own_text), completion, "Cold.", True)], tokenizer.pad_token_id).logprobs
+    in_botpsy = plain.score([sample], tokenizer.pad_token_id).logprobs
+    assert scored.shape == in_botpsy.shape == (1, len(completion), scored.shape[-1])
+    assert torch.allclose(scored, expected, atol=1e-5) and not torch.allclose(scored, in_botpsy, atol=1e-3)
+
+
+def test_own_template_teachers_in_the_stage_and_the_manifest(trained_student, data_dir, tmp_path, tiny_tokenizer):  # noqa: F811
+    manifest = run_teachers(trained_student, data_dir, tmp_path / "t", groups="personal", steps=0,
+                            teacher_init=[f"personal={trained_student}"], own_template=["personal"])
+    assert manifest["teachers"]["personal"]["template"] == "own"
+    with pytest.raises(ValueError, match="needs --steps 0|give --steps 0"):
+        run_teachers(trained_student, data_dir, tmp_path / "t2", groups="personal", own_template=["personal"])
+    with pytest.raises(ValueError, match="--own-template"):
+        run_teachers(trained_student, data_dir, tmp_path / "t2", groups="personal", steps=0, own_template=["device"])
+    record = {"kind": "local", "path": str(trained_student), "template": "own"}
+    teachers = load_teachers(write_manifest(tmp_path / "m.json", {"device": record}), ["device"], tiny_tokenizer, len(tiny_tokenizer))
+    assert teachers["device"].own_template
+    # a teacher whose tokenizer has no chat template cannot read prompts in its own one
+    bare = tmp_path / "bare"
+    shutil.copytree(trained_student, bare)
+    settings = json.loads((bare / "tokenizer_config.json").read_text())
+    settings.pop("chat_template", None)
+    (bare / "tokenizer_config.json").write_text(json.dumps(settings))
+    (bare / "chat_template.jinja").unlink(missing_ok=True)
+    with pytest.raises(ValueError, match="has no chat template"):
+        load_teachers(write_manifest(tmp_path / "m.json", {"device": {**record, "path": str(bare)}}), ["device"],
+                      tiny_tokenizer, len(tiny_tokenizer))
+    with pytest.raises(ValueError, match="neither 'botpsy' nor 'own'"):
+        load_teachers(write_manifest(tmp_path / "m.json", {"device": {**record, "template": "chatml"}}), ["device"],
+                      tiny_tokenizer, len(tiny_tokenizer))
 
 
 def write_manifest(path, teachers: dict):

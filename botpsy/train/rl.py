@@ -117,6 +117,8 @@ class RLConfig:
     seed: int = field(default=0, metadata={"help": "Seed for task order and sampling."})
     threads: int = field(default=0, metadata={"help": "Torch CPU threads (0: torch's default)."})
     interrupt_after: int | None = field(default=None, metadata={"help": "Testing aid: stop after this step as if killed (state saved at the last checkpoint only)."})
+    rollout_backend: str = field(default="torch", metadata={"help": "Where rollouts and dev episodes are sampled: torch (the learner itself) or llama (llama.cpp with the learner's adapter on its GGUF base, rewritten every --rollout-refresh steps and before each dev evaluation; a LoRA policy only; botpsy.train.llama_rollout).", "choices": ["torch", "llama"]})
+    rollout_refresh: int = field(default=1, metadata={"help": "With --rollout-backend llama: optimizer steps between adapter refreshes (the sampler lags the learner by at most this minus one)."})
     rollout_endpoint: str | None = field(default=None, metadata={"help": "OpenAI-compatible server (e.g. vLLM, http://HOST:8000/v1) for rollouts of a large model; checked by --dry-run."})
     dry_run: bool = field(default=False, metadata={"help": "Check the inputs (and any endpoint or accelerate config), print the plan and exit."})
     accelerate_config: str | None = field(default=None, metadata={"help": "With --dry-run: check this accelerate config (configs/accelerate/*.yaml) and show how it would launch."})
@@ -185,11 +187,18 @@ class Learner:
     optimizer: Any
     accelerator: Any
     config: RLConfig
+    rollouts: Any = None  # a LlamaRollouts: samples in llama.cpp instead of the learner
+    step: int = 0  # the optimizer step the next samples belong to (for the rollouts' refresh)
 
     def generate(self, prompts: list[str], seed: int, temperature: float | None = None) -> list[Sample]:
         from botpsy.train.rollout import sample_batch
 
         c = self.config
+        if self.rollouts is not None:
+            self.rollouts.sync(self.accelerator.unwrap_model(self.policy), self.tokenizer, self.step)
+            return self.rollouts.sample(self.tokenizer, prompts, max_new_tokens=c.max_new_tokens,
+                                        temperature=c.temperature if temperature is None else temperature,
+                                        top_p=c.top_p, seed=seed)
         return sample_batch(self.accelerator.unwrap_model(self.policy), self.tokenizer, prompts,
                             max_new_tokens=c.max_new_tokens, temperature=c.temperature if temperature is None else temperature,
                             top_p=c.top_p, seed=seed, batch_size=c.batch_size)
@@ -316,9 +325,7 @@ def evaluate_dev(learner: Learner, items: list, turn_reward: TurnReward | None =
 def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | None:
     """The RL loop; returns the final metrics, or None when interrupted on purpose (tests)."""
     from accelerate import Accelerator
-    from tqdm import tqdm
 
-    from botpsy.model.checkpoint import save_checkpoint
     from botpsy.train import common
     from botpsy.train.lora import load_for_training, trainable_parameters
 
@@ -335,6 +342,26 @@ def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | Non
     optimizer = torch.optim.AdamW(trainable_parameters(model), lr=config.lr, weight_decay=config.weight_decay)
     policy, optimizer = accelerator.prepare(model, optimizer)
     learner = Learner(policy, load_reference(config.reference, config.dtype), ckpt.tokenizer, optimizer, accelerator, config)
+    if config.rollout_backend == "llama":
+        from botpsy.train.llama_rollout import LlamaRollouts
+
+        learner.rollouts = LlamaRollouts(out / "rollout_policy", adapter_meta.get("base"), config.rollout_refresh, config.threads)
+    try:
+        return train_steps(config, learner, ckpt, adapter_meta, items, dev_items, out, turn_reward)
+    finally:
+        if learner.rollouts is not None:
+            learner.rollouts.close()
+
+
+def train_steps(config: RLConfig, learner: Learner, ckpt, adapter_meta: dict, items: list, dev_items: list, out: Path,
+                turn_reward: TurnReward | None) -> dict | None:
+    """The steps of ``train`` after loading: resume, update, log, save; the final dev evaluation."""
+    from tqdm import tqdm
+
+    from botpsy.model.checkpoint import save_checkpoint
+    from botpsy.train import common
+
+    accelerator, policy = learner.accelerator, learner.policy
     progress = common.Progress()
     accelerator.register_for_checkpointing(progress)
     out.mkdir(parents=True, exist_ok=True)
@@ -348,10 +375,14 @@ def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | Non
         started = time.perf_counter()
         chosen = step_indices(len(items), progress.step, config.prompts_per_step, config.seed)
         mine = chosen[accelerator.process_index :: accelerator.num_processes]
+        learner.step = progress.step
         rollouts = collect(learner, [items[i] for i in mine], config.seed * 100_003 + progress.step,
                            config.group_size, turn_reward)
         stats = update(learner, rollouts)
         progress.step += 1
+        learner.step = progress.step  # a dev evaluation now samples from the updated weights
+        if learner.rollouts is not None and config.eval_every and progress.step % config.eval_every == 0:
+            learner.rollouts.expire()  # the dev episodes come from the updated weights
         record = {"step": progress.step, **summarize(rollouts), **stats, "seconds": round(time.perf_counter() - started, 2)}
         if config.eval_every and progress.step % config.eval_every == 0 and progress.step < config.steps:
             record["dev"] = evaluate_dev(learner, dev_items, turn_reward)
@@ -366,12 +397,17 @@ def train(config: RLConfig, turn_reward: TurnReward | None = None) -> dict | Non
             return None
     bar.close()
     common.save_training_state(accelerator, out)
+    learner.step = progress.step
+    if learner.rollouts is not None:
+        learner.rollouts.expire()  # the final dev episodes come from the final weights
     dev = evaluate_dev(learner, dev_items, turn_reward)
     curves.write({"step": progress.step, "dev": dev})
     result = {"steps": progress.step, "dev": dev}
     meta = {"init": config.policy, "init_stage": ckpt.meta.get("stage"), "reference": config.reference,
             "round": config.round, **adapter_meta,
             "config": vars(config), "train_items": len(items), **result}
+    if learner.rollouts is not None:
+        meta["rollouts"] = learner.rollouts.describe()
     if accelerator.is_main_process:
         save_checkpoint(accelerator.unwrap_model(policy), ckpt.tokenizer, out, stage=config.stage_name, meta=meta)
     return result

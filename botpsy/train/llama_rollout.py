@@ -99,6 +99,7 @@ class LlamaRollouts:
         return samples
 
     def describe(self) -> dict:
+        """This process's refreshes (a resumed run counts its own; the curves' ``rollout_policy_step`` has every step's)."""
         return {"backend": "llama.cpp", "base": self.base, "refresh_every_steps": self.refresh,
                 "refreshes": self.refreshes, "refresh_s": round(self.refresh_s, 1), "policy_step": self.loaded_step}
 

@@ -490,6 +490,8 @@ def train_loop(config, model, tokenizer, teachers, pools, dev_by_group, teacher_
         record = {"step": progress.step, "loss": loss, "lr": schedule.get_last_lr()[0], "kl": kl, **rollout_stats(samples),
                   "rollout_s": round(rollout_s, 2), "step_s": round(time.perf_counter() - started, 2),
                   "completion_tokens_per_s": speed.add(completion_tokens)}
+        if rollouts is not None:  # the step whose adapter sampled this step's rollouts (the lag is the difference)
+            record["rollout_policy_step"] = rollouts.loaded_step
         if config.eval_every and progress.step % config.eval_every == 0 and progress.step < config.steps:
             record["eval"] = {"student": evaluate_groups(accelerator.unwrap_model(model), tokenizer, dev_by_group, config)}
         curves.write(record)

@@ -384,6 +384,8 @@ def train_steps(config: RLConfig, learner: Learner, ckpt, adapter_meta: dict, it
         if learner.rollouts is not None and config.eval_every and progress.step % config.eval_every == 0:
             learner.rollouts.expire()  # the dev episodes come from the updated weights
         record = {"step": progress.step, **summarize(rollouts), **stats, "seconds": round(time.perf_counter() - started, 2)}
+        if learner.rollouts is not None:  # the step whose adapter sampled this step's rollouts
+            record["rollout_policy_step"] = learner.rollouts.loaded_step
         if config.eval_every and progress.step % config.eval_every == 0 and progress.step < config.steps:
             record["dev"] = evaluate_dev(learner, dev_items, turn_reward)
         if accelerator.is_main_process:

@@ -98,6 +98,7 @@ def test_mopd_trains_on_llama_rollouts(student_sft, device_data, tmp_path):
     assert json.loads((out / "rollout_policy" / "adapter" / "meta.json").read_text())["step"] == 2
     curves = [json.loads(line) for line in (out / "curves.jsonl").read_text().splitlines() if '"loss"' in line]
     assert [c["step"] for c in curves] == [1, 2, 3] and all(c["completion_tokens_mean"] > 0 for c in curves)
+    assert [c["rollout_policy_step"] for c in curves] == [0, 0, 2]  # step 2 (the second) sampled one step behind
 
 
 def test_rl_samples_episodes_in_llama_cpp_and_refreshes_before_its_dev_episodes(student_sft, device_data, tmp_path):
@@ -114,3 +115,5 @@ def test_rl_samples_episodes_in_llama_cpp_and_refreshes_before_its_dev_episodes(
     # dev episodes refresh anyway, so they are the trained policy's
     assert meta["rollouts"]["refreshes"] == 2 and meta["rollouts"]["policy_step"] == 2
     assert meta["dev"]["tasks"] == 2
+    curves = [json.loads(line) for line in (out / "curves.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert [c["rollout_policy_step"] for c in curves] == [0, 0]

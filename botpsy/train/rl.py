@@ -380,13 +380,13 @@ def train_steps(config: RLConfig, learner: Learner, ckpt, adapter_meta: dict, it
                            config.group_size, turn_reward)
         stats = update(learner, rollouts)
         progress.step += 1
-        learner.step = progress.step  # a dev evaluation now samples from the updated weights
-        if learner.rollouts is not None and config.eval_every and progress.step % config.eval_every == 0:
-            learner.rollouts.expire()  # the dev episodes come from the updated weights
         record = {"step": progress.step, **summarize(rollouts), **stats, "seconds": round(time.perf_counter() - started, 2)}
         if learner.rollouts is not None:  # the step whose adapter sampled this step's rollouts
             record["rollout_policy_step"] = learner.rollouts.loaded_step
         if config.eval_every and progress.step % config.eval_every == 0 and progress.step < config.steps:
+            learner.step = progress.step
+            if learner.rollouts is not None:
+                learner.rollouts.expire()  # the dev episodes come from the updated weights
             record["dev"] = evaluate_dev(learner, dev_items, turn_reward)
         if accelerator.is_main_process:
             curves.write(record)

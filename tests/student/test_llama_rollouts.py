@@ -107,13 +107,14 @@ def test_rl_samples_episodes_in_llama_cpp_and_refreshes_before_its_dev_episodes(
 
     out = tmp_path / "rl1"
     assert rl_main(RLConfig(round=1, policy=str(student_sft), data=str(device_data), tasks=str(device_data / "none"), out=str(out),
-                            steps=2, prompts_per_step=2, group_size=2, max_new_tokens=6, lr=1e-2, eval_every=0, eval_tasks=2,
+                            steps=2, prompts_per_step=2, group_size=2, max_new_tokens=6, lr=1e-2, eval_every=1, eval_tasks=2,
                             save_every=1, lora_rank=4, dtype="float32", detach_prompt=True, threads=1,
                             rollout_backend="llama", rollout_refresh=5)) == 0
     meta = json.loads((out / "meta.json").read_text())
-    # step 0's rollouts load the policy; with a refresh every 5 steps step 1 reuses it; the final
-    # dev episodes refresh anyway, so they are the trained policy's
-    assert meta["rollouts"]["refreshes"] == 2 and meta["rollouts"]["policy_step"] == 2
+    # Step 0's rollouts load the policy; the dev episodes after step 1 refresh it (a refresh is due
+    # every 5 steps only, but an evaluation plays the current weights), step 2's rollouts reuse that,
+    # and the final dev episodes refresh again: 3 refreshes, the last at step 2.
+    assert meta["rollouts"]["refreshes"] == 3 and meta["rollouts"]["policy_step"] == 2
     assert meta["dev"]["tasks"] == 2
     curves = [json.loads(line) for line in (out / "curves.jsonl").read_text().splitlines() if '"loss"' in line]
-    assert [c["rollout_policy_step"] for c in curves] == [0, 0]
+    assert [c["rollout_policy_step"] for c in curves] == [0, 1] and "dev" in curves[0]

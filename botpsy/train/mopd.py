@@ -2,7 +2,8 @@
 
 Each step draws prompts of every task group from the training data (the context before an
 assistant turn: system, tools, user turns, tool results), samples completions from the
-current student (on-policy, no grad, ``rollout.sample_batch``), routes each completion to
+current student (on-policy, no grad, ``rollout.sample_batch``; or in llama.cpp from the learner's
+adapter, ``--rollout-backend llama``, ``botpsy.train.llama_rollout``), routes each completion to
 its group's teacher (``teachers.load_teachers``), and minimises the per-token divergence
 between the student's and the teacher's next-token distributions over the whole vocabulary
 at every sampled position:

@@ -280,10 +280,10 @@ def chatml_messages(prompt: str) -> list[dict]:
 
     botpsy's wire format is ChatML with Qwen3.5's think blocks. A thinking-off prompt without
     tools is therefore plain ChatML turns and then an assistant turn opened by an empty think
-    block; a base model that never saw think blocks writes oddities after one (the 1.5B opens its
-    answer with ``<answer>``), so it should score the same completion after the same turns in its
-    own template. Prompts with tools or with reasoning on are refused: they have no faithful rendering
-    in a template that lacks botpsy's call format or think blocks.
+    block; a base model that never saw think blocks writes oddities after one (the 1.5B opened two
+    of three probed answers with ``<answer>``), so it should score the same completion after the
+    same turns in its own template. Prompts with tools or with reasoning on are refused: they have
+    no faithful rendering in a template that lacks botpsy's call format or think blocks.
 
     >>> chatml_messages("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
     [{'role': 'user', 'content': 'Hi'}]

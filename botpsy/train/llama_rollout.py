@@ -35,7 +35,7 @@ from botpsy.train.rollout import Sample
 class LlamaRollouts:
     """The policy's llama.cpp copy, refreshed from the learner every ``refresh`` steps."""
 
-    def __init__(self, folder: str | Path, base: str, refresh: int = 1, threads: int = 0, n_ctx: int = 4096):
+    def __init__(self, folder: str | Path, base: str, refresh: int = 1, threads: int = 0, n_ctx: int = 8192):
         if refresh < 1:
             raise ValueError(f"the rollout refresh interval must be at least 1 step, got {refresh}")
         if not base:

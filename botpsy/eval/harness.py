@@ -91,6 +91,10 @@ class EvalConfig:
         "help": "A turn offered no tools (IFEval, IFBench) cannot open a tool call, as in `botpsy chat` and "
                 "`serve`; off by default, so the evaluation reads the model's own choice."})
     call_threshold: float = field(default=0.0, metadata={"help": CALL_THRESHOLD_HELP + " botpsy's format only."})
+    plain_on_base: bool = field(default=False, metadata={
+        "help": "Answer turns offered no tools (IFEval, IFBench, plain questions) with the base model alone: the "
+                "adapter of a LoRA GGUF (`botpsy export --formats lora`) switched off, the base's own chat template, "
+                "thinking off. Turns with tools keep the adapter. Needs an adapter GGUF run by llama.cpp."})
     chat_format: str = field(default="auto", metadata={
         "help": "Prompt and parse format: 'botpsy' (the Qwen3.5 wire format botpsy trains), 'native' (each model's own "
                 "chat template from its GGUF, calls read leniently: fair baselines for pretrained models), or 'auto' "
@@ -175,7 +179,7 @@ def settings_of(config: EvalConfig, chat_format: str = "botpsy") -> RunSettings:
                        enable_thinking=config.enable_thinking, max_turns=config.max_turns,
                        token_budget=config.token_budget, constrain_calls=config.constrain_calls,
                        calls_need_tools=config.calls_need_tools, call_threshold=config.call_threshold,
-                       chat_format=chat_format)
+                       chat_format=chat_format, plain_on_base=config.plain_on_base)
 
 
 def chat_format_for(backend: Backend, wanted: str) -> str:
@@ -255,6 +259,8 @@ def run_fingerprint(model: str, settings: RunSettings, constrained: bool, legacy
         fields.pop("calls_need_tools", None)  # the stamps of older records stay as they were
     if not (fields.get("call_threshold") and constrained and settings.chat_format == "botpsy"):
         fields.pop("call_threshold", None)  # likewise: off, or never applied
+    if not fields.get("plain_on_base"):
+        fields.pop("plain_on_base", None)  # likewise: off
     weights = legacy_model_fingerprint(model) if legacy else model_fingerprint(model)
     return weights + "|" + json.dumps(fields, sort_keys=True)
 
@@ -406,17 +412,25 @@ def main(config: EvalConfig) -> int:
     results: dict[str, dict[str, list[dict]]] = {}
     constrained: dict[str, bool] = {}  # which models decoded with calls kept to the offered tools
     formats: dict[str, str] = {}  # which chat format (botpsy's or the model's own template) each model ran in
+    plain_on_base: dict[str, bool] = {}  # which models answered tool-less turns with the base alone
     for label, model in pairs:
         if config.from_records:
             results[label], stamped = recorded_results(out / label, label, items)
             formats[label] = stamped.get("chat_format", "botpsy")
             constrained[label] = bool(stamped.get("constrain_calls"))
+            plain_on_base[label] = bool(stamped.get("plain_on_base"))
             continue
         try:
             backend = open_model(model, config)
         except ModelLoadError as exc:
             print(f"botpsy eval: {label}: {exc}", file=sys.stderr)
             return 2
+        if config.plain_on_base and not backend.adapter_switchable:
+            backend.close()
+            print(f"botpsy eval: {label}: --plain-on-base needs a LoRA adapter GGUF run by llama.cpp "
+                  f"(`botpsy export --formats lora`); {model} has no adapter to switch off", file=sys.stderr)
+            return 2
+        plain_on_base[label] = config.plain_on_base
         http = model.startswith(("http://", "https://"))
         formats[label] = chat_format_for(backend, config.chat_format)
         settings = settings_of(config, formats[label])
@@ -441,6 +455,8 @@ def main(config: EvalConfig) -> int:
     summary = build_summary(results, dict(pairs), suites)
     summary["constrained_calls"] = constrained
     summary["chat_format"] = formats
+    if any(plain_on_base.values()):
+        summary["plain_on_base"] = plain_on_base
     # Quantizations evaluated together (by --compare-quants, or labelled so) are compared with bf16;
     # only --compare-quants turns a flagged drop into a failing exit status.
     scores = gate_scores(summary)

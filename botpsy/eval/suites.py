@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,9 @@ class RunSettings:
     # evaluation reads the model's own choice (and records made before it existed stay valid).
     calls_need_tools: bool = False
     call_threshold: float = 0.0  # the call gate (GenerateConfig.call_threshold); 0 = off
+    # A turn offered no tools runs on the base model alone (its LoRA adapter switched off), in the base's
+    # own template, thinking off; a turn with tools keeps the adapter (``turn_settings``).
+    plain_on_base: bool = False
 
     def generation(self) -> GenerateConfig:
         return GenerateConfig(max_tokens=self.max_tokens, sampling=SamplingConfig(temperature=0.0),
@@ -89,8 +92,22 @@ class Item:
     payload: Any
 
 
+def turn_settings(backend: Backend, settings: RunSettings, offers_tools: bool) -> RunSettings:
+    """The settings of one turn. With ``plain_on_base`` the backend's adapter is switched for it: on
+    where tools are offered, off (the base alone, in its own format as a baseline runs) where none are."""
+    if not settings.plain_on_base:
+        return settings
+    backend.use_adapter(offers_tools)
+    if offers_tools:
+        return settings
+    from botpsy.eval.harness import chat_format_for
+
+    return replace(settings, chat_format=chat_format_for(backend, "auto"), enable_thinking=False, call_threshold=0.0)
+
+
 def run_turn(backend: Backend, messages: list[dict], tools: list[dict] | None, settings: RunSettings):
     """One assistant turn for ``messages`` (rendered in botpsy's chat format, or the model's own)."""
+    settings = turn_settings(backend, settings, bool(tools))
     prompt, prefix = settings.chat_format_of(backend).prompt(messages, tools, settings.enable_thinking)
     return generate(backend, prompt, settings.generation(), tools=tools, cache_prefix=prefix)
 
@@ -123,6 +140,7 @@ class DeviceSuite:
         from botpsy.agent.solve import solve_task
 
         budget = settings.token_budget or 4 * settings.max_tokens
+        settings = turn_settings(backend, settings, offers_tools=True)  # every task offers the device's tools
         agent = AgentConfig(max_steps=settings.max_turns, token_budget=budget,
                             enable_thinking=settings.enable_thinking, generation=settings.generation(),
                             native_template=backend.chat_template() if settings.chat_format == "native" else "")

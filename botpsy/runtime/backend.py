@@ -208,6 +208,16 @@ class Backend(ABC):
         """The model's own Jinja chat template ("" when the backend does not know one)."""
         return ""
 
+    @property
+    def adapter_switchable(self) -> bool:
+        """Whether the model runs a LoRA adapter on a base that ``use_adapter(False)`` can run alone."""
+        return False
+
+    def use_adapter(self, on: bool) -> None:
+        """Apply the model's LoRA adapter (``on``) or run its base alone; only where ``adapter_switchable``."""
+        if not on:
+            raise BackendError(f"the {self.name} backend has no adapter it can switch off")
+
     def close(self) -> None:
         """Release the model (the backend cannot be used afterwards)."""
 

@@ -198,18 +198,57 @@ class LlamaBackend(Backend):
         self._evaluated: list[int] = []  # the token ids whose state the context holds, in order
         self._logits_fresh = False  # the context's logits belong to the last evaluated token
         self.prefix_cache = self._new_prefix_cache()
+        self._adapter_on = self.adapter is not None
+        self._other_prefix_cache: PrefixCache | None = None  # the cache of the adapter state not in use
         model = self._llm.model
         # Recurrent or hybrid layers keep a state that cannot be cut back to an earlier position.
         self.truncatable = not (llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
 
-    def _new_prefix_cache(self) -> PrefixCache | None:
+    def _new_prefix_cache(self, base_alone: bool = False) -> PrefixCache | None:
         options = self.options
         if not options.prefix_cache_mb:
             return None
         disk = None
         if options.prefix_cache_dir:
-            disk = DiskPrefixStore(options.prefix_cache_dir, self.state_namespace(), options.prefix_cache_disk_mb << 20)
+            namespace = self.state_namespace() + ("-base" if base_alone else "")
+            disk = DiskPrefixStore(options.prefix_cache_dir, namespace, options.prefix_cache_disk_mb << 20)
         return PrefixCache(options.prefix_cache_mb << 20, disk=disk)
+
+    @property
+    def adapter_switchable(self) -> bool:
+        return self.adapter is not None
+
+    @property
+    def adapter_on(self) -> bool:
+        """Whether the LoRA adapter is applied now (False for a plain model file)."""
+        return self._adapter_on
+
+    def use_adapter(self, on: bool) -> None:
+        """Apply the LoRA adapter (``on``) or run the base model alone, as loaded from the same files.
+
+        Serves both from one set of weights in memory: llama.cpp adds the adapter's low-rank products
+        at run time, so switching costs no load, only the context (its state was computed with the
+        other weights; it is cleared). Each state keeps its own prefix cache (on disk, its own folder).
+        A model without an adapter is always its base: ``on`` is then a no-op and ``off`` an error.
+        """
+        if self.adapter is None:
+            super().use_adapter(on)
+            return
+        if on == self._adapter_on:
+            return
+        if on:
+            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(self._llm._lora_adapter)
+            scales = (ctypes.c_float * 1)(self._llm.lora_scale)
+            status = llama_cpp.llama_set_adapters_lora(self._ctx, adapters, 1, scales)
+        else:
+            status = llama_cpp.llama_set_adapters_lora(self._ctx, None, 0, None)
+        if status:
+            raise BackendError(f"llama.cpp could not switch the adapter {'on' if on else 'off'} (status {status})")
+        self._clear()
+        if self._other_prefix_cache is None and self.prefix_cache is not None:
+            self._other_prefix_cache = self._new_prefix_cache(base_alone=not on)
+        self.prefix_cache, self._other_prefix_cache = self._other_prefix_cache, self.prefix_cache
+        self._adapter_on = on
 
     def state_namespace(self) -> str:
         """A folder name for this model's saved states: a hash of what a state depends on.
@@ -233,8 +272,10 @@ class LlamaBackend(Backend):
         return f"{name or 'model'}-{digest}"
 
     def chat_template(self) -> str:
-        if self.adapter is not None and self.adapter.chat_template:
-            return self.adapter.chat_template  # the base file carries its own authors' template
+        """The template of the model as it runs now: an adapter file's own (the base file carries its
+        authors' template), or the base's while the adapter is switched off."""
+        if self.adapter is not None and self._adapter_on and self.adapter.chat_template:
+            return self.adapter.chat_template
         return self._llm.metadata.get("tokenizer.chat_template", "")
 
     # -- text <-> ids ----------------------------------------------------------------------
@@ -496,6 +537,7 @@ class LlamaBackend(Backend):
         info = {"backend": self.name, "model": str(self.path), "threads": self.threads, "n_ctx": self.n_ctx}
         if self.adapter is not None:
             info["base"] = str(self.adapter.base)
+            info["adapter"] = "on" if self._adapter_on else "off"
         return info
 
     def close(self) -> None:

@@ -219,3 +219,53 @@ def test_exporting_the_adapter_beside_merged_files_keeps_their_records(student_s
     weights.write_bytes(weights.read_bytes())
     assert main(["export", str(other), "--out", str(tmp_path), "--formats", "lora", "--json"]) == 0
     assert sorted(json.loads((tmp_path / "meta.json").read_text())["files"]) == ["lora"]
+
+
+def _greedy(backend, prompt: str, prefix: str = "", hits: list | None = None) -> list[int]:
+    """Greedy ids after ``prefix + prompt``; whether the prefix's state came from the cache goes to ``hits``."""
+    from botpsy.runtime.backend import SamplingConfig
+
+    ids = backend.tokenize(prefix) + backend.tokenize(prompt)
+    with backend.stream(ids, SamplingConfig(temperature=0.0), 8, prefix_tokens=len(backend.tokenize(prefix))) as out:
+        generated = [token.id for token in out]
+    if hits is not None:
+        hits.append(out.info.cache_hit)
+    return generated
+
+
+def test_the_adapter_switches_off_to_its_base_and_back_without_mixing_states(lora_dir, qwen2_gguf):
+    """Off, the adapter file computes what the base file computes; on again, what it did before. The
+    context and the prefix cache never carry a state computed with the other weights."""
+    from botpsy.runtime.backend import BackendError, BackendOptions
+    from botpsy.runtime.llama_backend import LlamaBackend
+
+    options = BackendOptions(threads=1, n_ctx=512)
+    prefix, prompt = "<|im_start|>system\nYou are a phone assistant.<|im_end|>\n", "<|im_start|>user\nSet an alarm for 7.<|im_end|>\n<|im_start|>assistant\n"
+    with LlamaBackend(qwen2_gguf[0], options) as base:
+        alone = _greedy(base, prompt, prefix)
+        assert base.adapter_switchable is False
+        base.use_adapter(True)  # a plain file is its base: nothing to do
+        with pytest.raises(BackendError, match="no adapter it can switch off"):
+            base.use_adapter(False)
+    with LlamaBackend(lora_dir / "model-lora.gguf", options) as backend:
+        assert backend.adapter_switchable and backend.adapter_on
+        hits: list[bool] = []
+        adapted = _greedy(backend, prompt, prefix, hits)  # the prefix's state is now cached, computed with the adapter
+        assert adapted != alone
+        backend.use_adapter(False)
+        assert not backend.adapter_on and backend.describe()["adapter"] == "off"
+        assert _greedy(backend, prompt, prefix, hits) == alone
+        backend.reset()  # from the cache now: the base's own saved prefix
+        later = prompt + "I will"
+        assert _greedy(backend, later, prefix, hits) == _greedy_plain(qwen2_gguf[0], options, later, prefix)
+        backend.use_adapter(False)  # unchanged: no-op
+        backend.use_adapter(True)
+        assert _greedy(backend, prompt, prefix, hits) == adapted
+        assert hits == [False, False, True, True]  # each state found only its own saved prefix
+
+
+def _greedy_plain(path, options, prompt: str, prefix: str) -> list[int]:
+    from botpsy.runtime.llama_backend import LlamaBackend
+
+    with LlamaBackend(path, options) as backend:
+        return _greedy(backend, prompt, prefix)

@@ -240,7 +240,8 @@ def test_the_adapter_switches_off_to_its_base_and_back_without_mixing_states(lor
     from botpsy.runtime.llama_backend import LlamaBackend
 
     options = BackendOptions(threads=1, n_ctx=512)
-    prefix, prompt = "<|im_start|>system\nYou are a phone assistant.<|im_end|>\n", "<|im_start|>user\nSet an alarm for 7.<|im_end|>\n<|im_start|>assistant\n"
+    prefix = "<|im_start|>system\nYou are a phone assistant.<|im_end|>\n"
+    prompt = "<|im_start|>user\nSet an alarm for 7.<|im_end|>\n<|im_start|>assistant\n"
     with LlamaBackend(qwen2_gguf[0], options) as base:
         alone = _greedy(base, prompt, prefix)
         assert base.adapter_switchable is False

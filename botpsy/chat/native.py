@@ -51,6 +51,13 @@ class ChatFormat:
             raise ValueError("this model has no chat template of its own; evaluate it in botpsy's format")
         return cls("native", template)
 
+    @classmethod
+    def own(cls, template: str) -> "ChatFormat":
+        """The format a model's own template asks for: native, unless it has none or it is botpsy's."""
+        from botpsy.model.tokenizer import CHAT_TEMPLATE
+
+        return cls.native(template) if template and template.strip() != CHAT_TEMPLATE.strip() else cls.botpsy()
+
     @property
     def constrainable(self) -> bool:
         """Constrained decoding writes botpsy's call syntax, so only botpsy's format can use it."""

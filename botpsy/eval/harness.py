@@ -187,10 +187,9 @@ def chat_format_for(backend: Backend, wanted: str) -> str:
     that is not botpsy's (a pretrained base), botpsy otherwise (botpsy's exports, endpoints, fakes)."""
     if wanted != "auto":
         return wanted
-    from botpsy.model.tokenizer import CHAT_TEMPLATE
+    from botpsy.chat.native import ChatFormat
 
-    template = backend.chat_template()
-    return "native" if template and template.strip() != CHAT_TEMPLATE.strip() else "botpsy"
+    return ChatFormat.own(backend.chat_template()).name
 
 
 # ---- running items, resumably ---------------------------------------------------------------

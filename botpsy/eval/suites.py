@@ -100,9 +100,10 @@ def turn_settings(backend: Backend, settings: RunSettings, offers_tools: bool) -
     backend.use_adapter(offers_tools)
     if offers_tools:
         return settings
-    from botpsy.eval.harness import chat_format_for
+    from botpsy.chat.native import ChatFormat
 
-    return replace(settings, chat_format=chat_format_for(backend, "auto"), enable_thinking=False, call_threshold=0.0)
+    return replace(settings, chat_format=ChatFormat.own(backend.base_chat_template()).name, enable_thinking=False,
+                   call_threshold=0.0)
 
 
 def run_turn(backend: Backend, messages: list[dict], tools: list[dict] | None, settings: RunSettings):

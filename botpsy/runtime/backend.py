@@ -208,6 +208,10 @@ class Backend(ABC):
         """The model's own Jinja chat template ("" when the backend does not know one)."""
         return ""
 
+    def base_chat_template(self) -> str:
+        """The template of the base a switchable adapter runs on (the model's own otherwise)."""
+        return self.chat_template()
+
     @property
     def adapter_switchable(self) -> bool:
         """Whether the model runs a LoRA adapter on a base that ``use_adapter(False)`` can run alone."""

@@ -276,6 +276,10 @@ class LlamaBackend(Backend):
         authors' template), or the base's while the adapter is switched off."""
         if self.adapter is not None and self._adapter_on and self.adapter.chat_template:
             return self.adapter.chat_template
+        return self.base_chat_template()
+
+    def base_chat_template(self) -> str:
+        """The base file's own template (the model's, for a file without an adapter)."""
         return self._llm.metadata.get("tokenizer.chat_template", "")
 
     # -- text <-> ids ----------------------------------------------------------------------

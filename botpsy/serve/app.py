@@ -123,7 +123,7 @@ def _add_generation_routes(app: FastAPI, state: ServerState) -> None:
     async def chat_completions(request: Request) -> Response:
         chat = parse_chat(parse_json_body(await read_body(request, state.limits)), state.limits, state.defaults)
         if state.host is None:
-            plan = _checked(plan_turn, chat)
+            plan = _checked(lambda c: plan_turn(c, state.options), chat)
             await check_context(state, plan.prompt)
             job = chat_job(chat, plan, state.options)
         else:

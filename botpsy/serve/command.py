@@ -66,6 +66,10 @@ class ServeConfig:
         "help": "What the loop guard does, when a request does not say.", "choices": list(LOOP_POLICIES)})
     constrain_calls: bool = field(default=True, metadata={"help": "Keep tool calls to the offered tools, their parameters and enum values."})
     call_threshold: float = field(default=0.0, metadata={"help": CALL_THRESHOLD_HELP + " When a request does not say."})
+    plain_on_base: bool = field(default=False, metadata={
+        "help": "Answer requests that offer no tools with the base model alone: the adapter of a LoRA GGUF "
+                "(`botpsy export --formats lora`) switched off, the base's own chat template, no reasoning. "
+                "Requests with tools, and assistant mode, keep the adapter."})
     max_queue: int = field(default=64, metadata={"help": "Requests that may wait for the model; more get HTTP 429."})
     max_body_kb: int = field(default=4096, metadata={"help": "Largest request body in KiB; larger gets HTTP 413."})
     seed: int = field(default=0, metadata={"help": "Seed of a newly created device database."})
@@ -79,6 +83,9 @@ def build_state(config: ServeConfig, backend) -> ServerState:
     """The server's shared state from the flags (the device and MCP servers opened in assistant mode)."""
     if config.mcp and not config.db:
         raise ConfigError("--mcp needs assistant mode: give --db (a device database, or :memory:)")
+    if config.plain_on_base and not backend.adapter_switchable:
+        raise ConfigError(f"--plain-on-base needs a LoRA adapter GGUF run by llama.cpp (`botpsy export --formats "
+                          f"lora`); {config.model} has no adapter to switch off")
     host = None
     if config.db:
         from botpsy.agent.chat import open_world
@@ -92,7 +99,9 @@ def build_state(config: ServeConfig, backend) -> ServerState:
                         call_threshold=config.call_threshold)
     return ServerState(
         backend=backend, model_id=config.model_name or Path(config.model.removeprefix("scripted:")).stem,
-        slot=FairSlot(config.max_queue), defaults=defaults, options=TurnOptions(constrain_calls=config.constrain_calls),
+        slot=FairSlot(config.max_queue), defaults=defaults, options=TurnOptions(
+            constrain_calls=config.constrain_calls,
+            base_template=backend.base_chat_template() if config.plain_on_base else None),
         limits=ServeLimits(max_tokens=config.max_tokens_limit, max_body_bytes=config.max_body_kb << 10), host=host,
         assistant=AssistantSettings(config.max_steps, config.token_budget, config.confirm_timeout_s))
 

@@ -95,6 +95,9 @@ class SlotBackend(Backend):
         self.prompt_tokens = 0  # of the last stream
         self.generated = 0  # tokens streamed over every stream of the request
         self.constraint_hook: Callable[[Any], Any] | None = None  # rewrites constraints (forced tool calls)
+        # With a switchable adapter, each stream sets it (on unless a request is answered by the base alone)
+        # while it holds the slot, so a request never runs on the state another one left.
+        self.adapter: bool | None = True if inner.adapter_switchable else None
 
     def tokenize(self, text: str) -> list[int]:
         return self.inner.tokenize(text)
@@ -117,6 +120,8 @@ class SlotBackend(Backend):
             raise Cancelled()
         self.queue_ms += (time.perf_counter() - waited) * 1000
         try:
+            if self.adapter is not None:
+                self.inner.use_adapter(self.adapter)
             stream = self.inner.stream(prompt, sampling, max_tokens, prefix_tokens,
                                        **({"constraint": constraint} if constraint is not None else {}))
             try:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from botpsy.agent.loop import model_view
 from botpsy.chat.parse import parse_output
 from botpsy.chat.stream import ContentDelta, ReasoningDelta, ToolCallEnd
-from botpsy.chat.template import IM_END, IM_START, TOOL_CALL_OPEN, render
+from botpsy.chat.template import IM_END, IM_START, TOOL_CALL_OPEN, RenderError, render
 from botpsy.chat.types import ParsedOutput, ToolCall
 from botpsy.runtime.backend import END_OF_TURN_TEXTS, BackendError
 from botpsy.runtime.generate import (
@@ -81,6 +81,9 @@ class TurnOptions:
 
     constrain_calls: bool = True
     loop_guard: LoopGuardConfig = field(default_factory=LoopGuardConfig)
+    # A request offering no tools is answered by the base model alone (the LoRA adapter switched off),
+    # rendered in this template of the base's own (``botpsy serve --plain-on-base``); None: off.
+    base_template: str | None = None
 
 
 class StopFilter:
@@ -126,15 +129,27 @@ class TurnPlan:
     tools: list[dict]  # the tools the model is offered (the named one only, when tool_choice names one)
     prefill: str  # the start of a forced call, written into the turn before the model continues it
     thinking: bool
+    on_base: bool = False  # answered by the base alone, in its own chat format (``chat_format``)
+    chat_format: str = "botpsy"
 
 
-def plan_turn(request: ChatRequest) -> TurnPlan:
-    """Render the request: tools per ``tool_choice``, thinking per request, the forced call's start."""
+def plan_turn(request: ChatRequest, options: TurnOptions | None = None) -> TurnPlan:
+    """Render the request: tools per ``tool_choice``, thinking per request, the forced call's start;
+    a request without tools on the base alone where ``options.base_template`` says so."""
     messages = model_view(request.messages)  # tool results cannot pose as chat turns or tags
     tools = [] if request.tool_choice == "none" else request.tools
     if request.forced_tool:
         tools = [t for t in tools if t["function"]["name"] == request.forced_tool]
     forced = request.tool_choice in ("required", "function")
+    if options is not None and options.base_template is not None and not tools and not forced:
+        from botpsy.chat.native import ChatFormat
+
+        base = ChatFormat.own(options.base_template)
+        try:
+            prompt, prefix = base.prompt(messages, None, enable_thinking=False)
+        except ValueError as exc:  # the base's own template refused the conversation
+            raise RenderError(str(exc)) from None
+        return TurnPlan(prompt, prefix, [], "", False, on_base=True, chat_format=base.name)
     thinking = request.enable_thinking and not forced
     prompt = render(messages, tools, add_generation_prompt=True, enable_thinking=thinking)
     prefill = ""
@@ -148,9 +163,11 @@ def chat_job(request: ChatRequest, plan: TurnPlan, options: TurnOptions) -> Call
     config = GenerateConfig(max_tokens=request.max_tokens, sampling=request.sampling, on_loop=request.on_loop,
                             loop_guard=options.loop_guard, thinking_budget=request.thinking_budget,
                             thinking=plan.thinking, constrain_calls=options.constrain_calls,
-                            call_threshold=request.call_threshold)
+                            call_threshold=request.call_threshold, chat_format=plan.chat_format)
 
     def job(emit: Emit, backend: SlotBackend) -> None:
+        if options.base_template is not None:
+            backend.adapter = not plan.on_base
         if plan.prefill and options.constrain_calls:
             backend.constraint_hook = _forced_constraint(backend, plan)
         try:
@@ -229,6 +246,8 @@ def _finish_turn(emit: Emit, backend: SlotBackend, plan: TurnPlan, result: Gener
     reason = "tool_calls" if calls else {"length": "length", "loop": "loop"}.get(result.finish_reason, "stop")
     extension = result_extension(result, parsed, backend)
     extension["parse_errors"] += dropped
+    if plan.on_base:
+        extension["answered_by"] = "base"  # the adapter was switched off for this request
     emit(Finish(reason, usage(result.prompt_tokens, result.completion_tokens, result.reasoning_tokens), extension))
 
 

@@ -71,3 +71,54 @@ def test_plain_on_base_refuses_a_model_without_an_adapter(routed_files, tmp_path
     assert cli_main(["eval", "--model", str(base), "--plain-on-base", "--suite", "ifeval", "--limit", "1",
                      "--out", str(tmp_path / "eval")]) == 2
     assert "needs a LoRA adapter GGUF" in capsys.readouterr().err
+
+
+def test_the_server_answers_a_request_without_tools_on_the_base_and_one_with_tools_on_the_adapter(
+        routed_files, monkeypatch):
+    """`botpsy serve --plain-on-base`, built from its flags, on the real llama.cpp backend: the base's own
+    template and the adapter off for a plain request, the adapter on for the next request with tools."""
+    from botpsy.chat.native import ChatFormat
+    from botpsy.runtime.backend import BackendOptions, SamplingConfig
+    from botpsy.runtime.generate import GenerateConfig, generate
+    from botpsy.runtime.llama_backend import LlamaBackend
+    from botpsy.serve.app import create_app
+    from botpsy.serve.command import RunningServer, ServeConfig, build_state
+    from tests.serve.test_protocol import post
+
+    adapter, base = routed_files
+    switches: list[bool] = []
+    real = LlamaBackend.use_adapter
+
+    def spy(self, on: bool) -> None:
+        switches.append(on)
+        real(self, on)
+    monkeypatch.setattr(LlamaBackend, "use_adapter", spy)
+    tool = {"type": "function", "function": {"name": "set_alarm", "description": "Set an alarm.",
+                                             "parameters": {"type": "object", "properties": {}}}}
+    question = {"messages": [{"role": "user", "content": "Set an alarm for 7."}], "max_tokens": 8, "temperature": 0}
+    with LlamaBackend(base, BackendOptions(threads=1, n_ctx=1024)) as plain:  # what the base alone answers
+        prompt, _ = ChatFormat.own(plain.chat_template()).prompt(question["messages"], None, enable_thinking=False)
+        expected = generate(plain, prompt, GenerateConfig(max_tokens=8, sampling=SamplingConfig(temperature=0.0),
+                                                          chat_format="native"))
+    with LlamaBackend(adapter, BackendOptions(threads=1, n_ctx=1024)) as backend:
+        state = build_state(ServeConfig(model=str(adapter), plain_on_base=True), backend)
+        with RunningServer(create_app(state)) as server:
+            status, answer = post(server.url + "/v1/chat/completions", question)
+            assert status == 200 and answer["botpsy"]["answered_by"] == "base"
+            assert answer["usage"]["prompt_tokens"] == expected.prompt_tokens  # the base's own template
+            assert answer["choices"][0]["message"]["content"] == expected.content
+            status, with_tools = post(server.url + "/v1/chat/completions", {**question, "tools": [tool]})
+            assert status == 200 and "answered_by" not in with_tools["botpsy"]
+    assert switches == [False, True]
+
+
+def test_the_server_refuses_plain_on_base_without_an_adapter(routed_files):
+    from botpsy.config import ConfigError
+    from botpsy.runtime.backend import BackendOptions
+    from botpsy.runtime.llama_backend import LlamaBackend
+    from botpsy.serve.command import ServeConfig, build_state
+
+    _, base = routed_files
+    with LlamaBackend(base, BackendOptions(threads=1, n_ctx=512)) as plain:
+        with pytest.raises(ConfigError, match="needs a LoRA adapter GGUF"):
+            build_state(ServeConfig(model=str(base), plain_on_base=True), plain)

@@ -107,6 +107,29 @@ def test_forced_tool_choice_renders_the_start_of_the_call_without_reasoning():
     assert none.tools == [] and "<tools>" not in none.prompt and none.prefill == ""
 
 
+def test_plain_on_base_routes_only_requests_that_offer_no_tools():
+    """With the base's template set (`serve --plain-on-base`), a request with no tools, or tool_choice
+    none, renders in that template without reasoning; tools or a forced call keep botpsy's format."""
+    from botpsy.serve.turns import TurnOptions
+    from tests.chat.test_native import HERMES
+
+    tools = [{"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}}]
+    options = TurnOptions(base_template=HERMES)
+    plain = plan_turn(request(), options)
+    assert plain.on_base and plain.chat_format == "native" and not plain.thinking and plain.tools == []
+    assert "<think>" not in plain.prompt and plain.prompt.endswith("<|im_start|>assistant\n")
+    assert plan_turn(request(tools=tools, tool_choice="none"), options).on_base
+    for kept in (request(tools=tools), request(tools=tools, tool_choice="required")):
+        plan = plan_turn(kept, options)
+        assert not plan.on_base and plan.chat_format == "botpsy" and plan.tools
+    assert not plan_turn(request(), TurnOptions()).on_base  # off by default
+    from botpsy.chat.template import RenderError
+
+    refusing = TurnOptions(base_template="{{ raise_exception('a system turn is required') }}")
+    with pytest.raises(RenderError, match="a system turn is required"):  # the app answers 400 with it
+        plan_turn(request(), refusing)
+
+
 def test_stream_and_collector_shape_the_same_turn():
     items = [Delta("reasoning", "Think."), Delta("content", "Hi"), CallOut("call-1", "f", {"x": 1}),
              Finish("tool_calls", protocol.usage(5, 3, 1), {"loop_detected": False})]

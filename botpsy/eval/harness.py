@@ -94,7 +94,8 @@ class EvalConfig:
     plain_on_base: bool = field(default=False, metadata={
         "help": "Answer turns offered no tools (IFEval, IFBench, plain questions) with the base model alone: the "
                 "adapter of a LoRA GGUF (`botpsy export --formats lora`) switched off, the base's own chat template, "
-                "thinking off. Turns with tools keep the adapter. Needs an adapter GGUF run by llama.cpp."})
+                "thinking off (a simulated user the model plays itself, offered no tools, too). Turns with tools keep "
+                "the adapter. Needs an adapter GGUF run by llama.cpp."})
     chat_format: str = field(default="auto", metadata={
         "help": "Prompt and parse format: 'botpsy' (the Qwen3.5 wire format botpsy trains), 'native' (each model's own "
                 "chat template from its GGUF, calls read leniently: fair baselines for pretrained models), or 'auto' "

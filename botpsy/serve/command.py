@@ -79,6 +79,16 @@ class ServeConfig:
     log_level: str = field(default="warning", metadata={"help": "uvicorn's log level.", "choices": ["debug", "info", "warning", "error"]})
 
 
+def model_id_of(model: str) -> str:
+    """The id /v1/models reports for a model source: a file's name without .gguf / .json, else its name.
+
+    >>> model_id_of("runs/x/model-q4_k_m.gguf"), model_id_of("botpsy-0.5b-fn2"), model_id_of("scripted:a/b.json")
+    ('model-q4_k_m', 'botpsy-0.5b-fn2', 'b')
+    """
+    name = Path(model.removeprefix("scripted:").rstrip("/")).name
+    return name[:-5] if name.endswith((".gguf", ".json")) else name
+
+
 def build_state(config: ServeConfig, backend) -> ServerState:
     """The server's shared state from the flags (the device and MCP servers opened in assistant mode)."""
     if config.mcp and not config.db:
@@ -98,7 +108,7 @@ def build_state(config: ServeConfig, backend) -> ServerState:
                         on_loop=config.on_loop, sampling=SamplingConfig(temperature=config.temperature),
                         call_threshold=config.call_threshold)
     return ServerState(
-        backend=backend, model_id=config.model_name or Path(config.model.removeprefix("scripted:")).stem,
+        backend=backend, model_id=config.model_name or model_id_of(config.model),
         slot=FairSlot(config.max_queue), defaults=defaults, options=TurnOptions(
             constrain_calls=config.constrain_calls,
             base_template=backend.base_chat_template() if config.plain_on_base else None),

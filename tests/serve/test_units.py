@@ -9,6 +9,7 @@ import time
 import pytest
 
 from botpsy.runtime import loopguard
+from botpsy.serve import command as serve_command
 from botpsy.serve import protocol, turns
 from botpsy.serve.engine import FairSlot, QueueFull
 from botpsy.serve.protocol import APIError, ChatRequest, Defaults, ServeLimits, parse_chat
@@ -17,7 +18,7 @@ from botpsy.serve.turns import CallOut, Delta, Finish, StopFilter, plan_turn
 from tests.serve.conftest import sse_payloads
 
 
-@pytest.mark.parametrize("module", [protocol, turns, loopguard])
+@pytest.mark.parametrize("module", [protocol, turns, loopguard, serve_command])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
 

@@ -43,7 +43,7 @@ from botpsy.config import ConfigError, save_config
 from botpsy.eval import metrics
 from botpsy.eval.suites import SUITES, Item, RunSettings, SuiteOptions, headline
 from botpsy.output import emit
-from botpsy.runtime.backend import Backend, BackendError, BackendOptions, ModelLoadError
+from botpsy.runtime.backend import Backend, BackendError, BackendOptions, ModelLoadError, no_adapter_to_switch
 from botpsy.runtime.generate import CALL_THRESHOLD_HELP
 
 QUANT_FILES = {"bf16": "bf16", "q8_0": "q8_0", "q4_k_m": "q4_k_m"}  # label -> file-name marker
@@ -427,8 +427,7 @@ def main(config: EvalConfig) -> int:
             return 2
         if config.plain_on_base and not backend.adapter_switchable:
             backend.close()
-            print(f"botpsy eval: {label}: --plain-on-base needs a LoRA adapter GGUF run by llama.cpp "
-                  f"(`botpsy export --formats lora`); {model} has no adapter to switch off", file=sys.stderr)
+            print(f"botpsy eval: {label}: {no_adapter_to_switch(model)}", file=sys.stderr)
             return 2
         plain_on_base[label] = config.plain_on_base
         http = model.startswith(("http://", "https://"))

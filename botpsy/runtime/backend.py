@@ -144,6 +144,12 @@ class TokenStream:
         self.close()
 
 
+def no_adapter_to_switch(model: str) -> str:
+    """Why ``--plain-on-base`` (eval, serve) refuses ``model``: it is not an adapter file."""
+    return (f"--plain-on-base needs a LoRA adapter GGUF run by llama.cpp (`botpsy export --formats lora`); "
+            f"{model} has no adapter to switch off")
+
+
 class Backend(ABC):
     """A model that can stream tokens. Subclasses implement ``tokenize``, ``detokenize``, ``_stream``.
 

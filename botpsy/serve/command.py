@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from botpsy.config import ConfigError
-from botpsy.runtime.backend import BackendOptions, ModelLoadError, SamplingConfig
+from botpsy.runtime.backend import BackendOptions, ModelLoadError, SamplingConfig, no_adapter_to_switch
 from botpsy.runtime.generate import CALL_THRESHOLD_HELP, LOOP_POLICIES, GenerateConfig
 from botpsy.runtime.prefix_cache import PREFIX_DIR_HELP, prefix_state_dir
 from botpsy.serve.app import ServerState, create_app
@@ -94,8 +94,7 @@ def build_state(config: ServeConfig, backend) -> ServerState:
     if config.mcp and not config.db:
         raise ConfigError("--mcp needs assistant mode: give --db (a device database, or :memory:)")
     if config.plain_on_base and not backend.adapter_switchable:
-        raise ConfigError(f"--plain-on-base needs a LoRA adapter GGUF run by llama.cpp (`botpsy export --formats "
-                          f"lora`); {config.model} has no adapter to switch off")
+        raise ConfigError(no_adapter_to_switch(config.model))
     host = None
     if config.db:
         from botpsy.agent.chat import open_world

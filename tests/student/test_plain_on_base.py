@@ -26,22 +26,29 @@ def routed_files(student_sft, qwen2_gguf, tiny_tokenizer, tmp_path_factory):
     return folder / "model-lora.gguf", base
 
 
+@pytest.fixture
+def switches(monkeypatch) -> list[bool]:
+    """What the code under test asks of the real llama.cpp backend's ``use_adapter``, in order."""
+    from botpsy.runtime.llama_backend import LlamaBackend
+
+    calls: list[bool] = []
+    real = LlamaBackend.use_adapter
+
+    def spy(self, on: bool) -> None:
+        calls.append(on)
+        real(self, on)
+    monkeypatch.setattr(LlamaBackend, "use_adapter", spy)
+    return calls
+
+
 def _records(out, label: str, suite: str) -> list[dict]:
     return [json.loads(line) for line in (out / label / f"{suite}.jsonl").read_text().splitlines()]
 
 
-def test_tool_less_items_are_answered_by_the_base_and_tool_items_by_the_adapter(routed_files, tmp_path, monkeypatch):
+def test_tool_less_items_are_answered_by_the_base_and_tool_items_by_the_adapter(routed_files, tmp_path, switches):
     from botpsy.cli import main as cli_main
-    from botpsy.runtime.llama_backend import LlamaBackend
 
     adapter, base = routed_files
-    switches: list[bool] = []  # what the routed run asked of the real backend, in order
-    real = LlamaBackend.use_adapter
-
-    def spy(self, on: bool) -> None:
-        switches.append(on)
-        real(self, on)
-    monkeypatch.setattr(LlamaBackend, "use_adapter", spy)
     out = tmp_path / "eval"
     common = ["--suite", "device,ifeval", "--limit", "2", "--max-tokens", "24", "--threads", "1", "--out", str(out)]
     assert cli_main(["eval", "--model", str(adapter), "--label", "adapter", *common]) == 0
@@ -74,7 +81,7 @@ def test_plain_on_base_refuses_a_model_without_an_adapter(routed_files, tmp_path
 
 
 def test_the_server_answers_a_request_without_tools_on_the_base_and_one_with_tools_on_the_adapter(
-        routed_files, monkeypatch):
+        routed_files, switches):
     """`botpsy serve --plain-on-base`, built from its flags, on the real llama.cpp backend: the base's own
     template and the adapter off for a plain request, the adapter on for the next request with tools."""
     from botpsy.chat.native import ChatFormat
@@ -86,13 +93,6 @@ def test_the_server_answers_a_request_without_tools_on_the_base_and_one_with_too
     from tests.serve.test_protocol import post
 
     adapter, base = routed_files
-    switches: list[bool] = []
-    real = LlamaBackend.use_adapter
-
-    def spy(self, on: bool) -> None:
-        switches.append(on)
-        real(self, on)
-    monkeypatch.setattr(LlamaBackend, "use_adapter", spy)
     tool = {"type": "function", "function": {"name": "set_alarm", "description": "Set an alarm.",
                                              "parameters": {"type": "object", "properties": {}}}}
     question = {"messages": [{"role": "user", "content": "Set an alarm for 7."}], "max_tokens": 8, "temperature": 0}
